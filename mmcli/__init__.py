@@ -1,0 +1,1 @@
+"""mmcli: diagnostics for multimodal embedding merges and cross-layer KV-cache sharing."""

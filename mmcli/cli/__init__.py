@@ -1,0 +1,1 @@
+"""The command-line interface: thin modules that parse, call the library, and render."""

@@ -1,0 +1,27 @@
+"""Options shared by several commands, declared once."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from mmcli.cli._output import OutputFormat
+
+FormatOpt = Annotated[
+    OutputFormat,
+    typer.Option("--format", help="Output format: a readable table, or one JSON document."),
+]
+DeviceOpt = Annotated[
+    str,
+    typer.Option(
+        "--device",
+        help="auto (first CUDA device if present, else CPU), cpu, cuda or cuda:N.",
+    ),
+]
+StrictOpt = Annotated[
+    bool, typer.Option("--strict", help="Treat warnings as failures (exit 1).")
+]
+QuietOpt = Annotated[
+    bool, typer.Option("--quiet", "-q", help="Print only the summary and problems.")
+]
