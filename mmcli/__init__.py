@@ -1,1 +1,85 @@
-"""mmcli: diagnostics for multimodal embedding merges and cross-layer KV-cache sharing."""
+"""mmcli: diagnostics for multimodal embedding merges and cross-layer KV-cache sharing.
+
+The names below are imported on first use, so ``import mmcli`` (and ``mmcli --help``) stays
+fast and does not load torch until a tensor function is needed.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from mmcli._version import __version__
+from mmcli.errors import EncoderOutputError, InputError, KVSharingError, MmcliError
+
+if TYPE_CHECKING:
+    from mmcli.dump import dump_encoder_outputs, load_dump
+    from mmcli.kv import (
+        FullAttentionSpec,
+        KVCacheGroupSpec,
+        SlidingWindowSpec,
+        initialize_kv_cache_for_kv_sharing,
+    )
+    from mmcli.ops import gather_mm_placeholders, scatter_mm_placeholders
+    from mmcli.ranges import (
+        PlaceholderRange,
+        embeds_cumsum,
+        embeds_index_range,
+        gather_window,
+        num_embeds,
+    )
+    from mmcli.sanity import diagnose_mm_encoder_outputs, sanity_check_mm_encoder_outputs
+
+_LAZY = {
+    "scatter_mm_placeholders": "mmcli.ops",
+    "gather_mm_placeholders": "mmcli.ops",
+    "PlaceholderRange": "mmcli.ranges",
+    "embeds_cumsum": "mmcli.ranges",
+    "num_embeds": "mmcli.ranges",
+    "embeds_index_range": "mmcli.ranges",
+    "gather_window": "mmcli.ranges",
+    "sanity_check_mm_encoder_outputs": "mmcli.sanity",
+    "diagnose_mm_encoder_outputs": "mmcli.sanity",
+    "dump_encoder_outputs": "mmcli.dump",
+    "load_dump": "mmcli.dump",
+    "KVCacheGroupSpec": "mmcli.kv",
+    "FullAttentionSpec": "mmcli.kv",
+    "SlidingWindowSpec": "mmcli.kv",
+    "initialize_kv_cache_for_kv_sharing": "mmcli.kv",
+}
+
+__all__ = [
+    "__version__",
+    "MmcliError",
+    "InputError",
+    "EncoderOutputError",
+    "KVSharingError",
+    "scatter_mm_placeholders",
+    "gather_mm_placeholders",
+    "PlaceholderRange",
+    "embeds_cumsum",
+    "num_embeds",
+    "embeds_index_range",
+    "gather_window",
+    "sanity_check_mm_encoder_outputs",
+    "diagnose_mm_encoder_outputs",
+    "dump_encoder_outputs",
+    "load_dump",
+    "KVCacheGroupSpec",
+    "FullAttentionSpec",
+    "SlidingWindowSpec",
+    "initialize_kv_cache_for_kv_sharing",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'mmcli' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

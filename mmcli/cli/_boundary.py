@@ -72,4 +72,3 @@ def guarded(fn: Callable[P, R]) -> Callable[P, R]:
             raise typer.Exit(EXIT_INTERNAL) from None
 
     return wrapper
-

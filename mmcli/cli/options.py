@@ -19,9 +19,7 @@ DeviceOpt = Annotated[
         help="auto (first CUDA device if present, else CPU), cpu, cuda or cuda:N.",
     ),
 ]
-StrictOpt = Annotated[
-    bool, typer.Option("--strict", help="Treat warnings as failures (exit 1).")
-]
+StrictOpt = Annotated[bool, typer.Option("--strict", help="Treat warnings as failures (exit 1).")]
 QuietOpt = Annotated[
     bool, typer.Option("--quiet", "-q", help="Print only the summary and problems.")
 ]
