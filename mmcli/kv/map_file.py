@@ -1,0 +1,123 @@
+"""``--map`` files: read a ``{layer: target}`` map, apply it to a config, write one atomically."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from mmcli.errors import InputError
+from mmcli.findings import Finding
+from mmcli.kv.model import ModelConfig, shown, type_name
+
+
+class _Pairs(list[tuple[str, Any]]):
+    """A JSON object's members in file order, repeats kept (``object_pairs_hook``)."""
+
+
+def load_map(path: Path) -> list[tuple[str, str | None]]:
+    """Read a ``{layer: target}`` JSON map, keeping repeated keys (they are findings)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            f"{path}: not a text file (byte {exc.start} is not UTF-8)",
+            hint="configs and maps are UTF-8 JSON or TOML files",
+        ) from None
+    try:
+        doc = json.loads(text, object_pairs_hook=_Pairs)
+    except json.JSONDecodeError as exc:
+        raise InputError(
+            f"{path}: invalid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}",
+            hint="check the file's syntax",
+        ) from None
+    if not isinstance(doc, _Pairs):
+        kind = "array" if isinstance(doc, list) else type_name(doc)
+        raise InputError(
+            f"{path}: the map must be a JSON object {{layer: target}}, got {kind}",
+            hint='e.g. {"model.layers.2.self_attn.attn": "model.layers.0.self_attn.attn"}',
+        )
+    out: list[tuple[str, str | None]] = []
+    for key, value in doc:
+        if value is not None and not isinstance(value, str):
+            kind = "object" if isinstance(value, _Pairs) else shown(value)
+            raise InputError(
+                f"{path}: the target of {key} must be a layer name or null, got {kind}",
+                hint="targets are layer names (strings); null means the layer owns its cache",
+            )
+        out.append((key, value))
+    return out
+
+
+def apply_map(config: ModelConfig, pairs: list[tuple[str, str | None]]) -> list[Finding]:
+    """Replace the config's sharing map by ``pairs`` (in place); findings for bad keys.
+
+    Keys and targets are layer names, or layer indices written as decimal strings.
+    """
+    index_of: dict[str, int] = {}
+    for i, layer in enumerate(config.layers):
+        index_of.setdefault(layer.name, i)
+    n = len(config.layers)
+
+    def resolve(name: str) -> int | None:
+        if name in index_of:
+            return index_of[name]
+        if name.isdecimal() and int(name) < n:
+            return int(name)
+        return None
+
+    findings: list[Finding] = []
+    targets: dict[int, str | None] = {}
+    seen: set[int] = set()
+    for key, value in pairs:
+        found = resolve(key)
+        if found is None:
+            findings.append(
+                Finding(
+                    "unknown-layer",
+                    "error",
+                    f"the map names {key}, which is not a layer of this model",
+                    hint="map keys are layer names (or indices) of the model",
+                    layer=key,
+                )
+            )
+            continue
+        i = found
+        if i in seen:
+            findings.append(
+                Finding(
+                    "duplicate-layer",
+                    "error",
+                    f"the map gives layer {i} ({config.layers[i].name}) more than one target",
+                    hint="each layer appears at most once in the map",
+                    layer=config.layers[i].name,
+                )
+            )
+        seen.add(i)
+        if value is not None and value not in index_of:
+            j = resolve(value)
+            value = config.layers[j].name if j is not None else value
+        targets[i] = value
+    config.layers = [
+        replace(layer, kv_sharing_target=targets.get(i)) for i, layer in enumerate(config.layers)
+    ]
+    config.map_findings = []
+    return findings
+
+
+def write_map(path: Path, mapping: dict[str, str]) -> int:
+    """Write ``{layer: target}`` as JSON atomically (temp file, then rename); entries written."""
+    directory = path.parent if str(path.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(mapping, fh, indent=2)
+            fh.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return len(mapping)

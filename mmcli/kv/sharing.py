@@ -1,0 +1,252 @@
+"""Cross-layer KV sharing: validate a map layer by layer, and apply one to built caches."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, MutableMapping, Sequence
+from typing import Any
+
+from mmcli.errors import KVSharingError
+from mmcli.findings import Finding
+from mmcli.kv.spec import Layer
+
+# Looking for near-miss names is linear in the layer count per unknown target; beyond this
+# many layers the suggestion is not worth the time.
+_SUGGEST_LIMIT = 5000
+
+
+def _describe(index: int, name: str) -> str:
+    return f"layer {index} ({name})"
+
+
+def _spec_differences(layer: Layer, target: Layer) -> list[str]:
+    """Every KV-spec field on which ``layer`` and ``target`` differ, as 'field A vs B'."""
+    a, b = layer.spec, target.spec
+    if a is None or b is None:
+        return []
+    fields = ["num_kv_heads", "head_size", "dtype", "block_size", "sliding_window"]
+    out = []
+    for name in fields:
+        va, vb = getattr(a, name, None), getattr(b, name, None)
+        if va != vb:
+            out.append(f"{name} {va} vs {vb}")
+    return out
+
+
+def validate_sharing_map(layers: Sequence[Layer]) -> list[Finding]:
+    """Every problem with the layers' ``kv_sharing_target`` entries, as error findings.
+
+    Checks what the engine checks (target exists, is not the layer, comes before it, same
+    attention type) and what it does not (chains and cycles, equal KV specs, unique names).
+    Linear in the number of layers.
+    """
+    findings: list[Finding] = []
+    index_of: dict[str, int] = {}
+    duplicates: dict[str, list[int]] = {}
+    for i, layer in enumerate(layers):
+        first = index_of.setdefault(layer.name, i)
+        if first != i:
+            duplicates.setdefault(layer.name, [first]).append(i)
+    for name, where in duplicates.items():
+        findings.append(
+            Finding(
+                "duplicate-layer",
+                "error",
+                f"layer name {name} appears {len(where)} times "
+                f"(indices {', '.join(map(str, where))})",
+                hint="layer names must be unique: the engine keys caches and sharing by name",
+                layer=name,
+            )
+        )
+
+    roots: list[int] | None = None
+    for i, layer in enumerate(layers):
+        target = layer.kv_sharing_target
+        if target is None:
+            continue
+        who = _describe(i, layer.name)
+        if target == layer.name:
+            findings.append(
+                Finding(
+                    "self-target",
+                    "error",
+                    f"{who} names itself as its KV-sharing target",
+                    hint="remove the entry (the layer then owns its cache) or name an earlier "
+                    "layer of the same attention type",
+                    layer=layer.name,
+                )
+            )
+            continue
+        j = index_of.get(target)
+        if j is None:
+            hint = "targets are full layer names of this model"
+            if len(layers) <= _SUGGEST_LIMIT:
+                import difflib
+
+                close = difflib.get_close_matches(target, index_of.keys(), n=1)
+                if close:
+                    hint = f"did you mean {close[0]}?"
+            findings.append(
+                Finding(
+                    "unknown-target",
+                    "error",
+                    f"{who} shares with {target}, which is not a layer of this model",
+                    hint=hint,
+                    layer=layer.name,
+                )
+            )
+            continue
+        tgt = layers[j]
+        if j >= i:
+            findings.append(
+                Finding(
+                    "target-after",
+                    "error",
+                    f"{who} shares with {_describe(j, target)}, which does not come before it",
+                    hint="the engine builds layers in order, so a target must have a smaller "
+                    "index ('must come before the current layer')",
+                    layer=layer.name,
+                )
+            )
+        if tgt.kv_sharing_target is not None:
+            if roots is None:
+                roots = _roots(layers, index_of)
+            findings.append(_chain_finding(layers, i, j, roots[i]))
+        if layer.attention != tgt.attention:
+            findings.append(
+                Finding(
+                    "attention-mismatch",
+                    "error",
+                    f"{who} has attention {layer.attention} but its target "
+                    f"{_describe(j, target)} has attention {tgt.attention}",
+                    hint="a layer can only share the cache of a layer with the same attention "
+                    "type ('none' layers keep no KV cache to share)",
+                    layer=layer.name,
+                )
+            )
+        else:
+            diffs = _spec_differences(layer, tgt)
+            if diffs:
+                findings.append(
+                    Finding(
+                        "spec-mismatch",
+                        "error",
+                        f"{who} and its target {_describe(j, target)} have different KV "
+                        f"specs: {', '.join(diffs)}",
+                        hint="sharing aliases the target's tensor, so KV heads, head size, "
+                        "dtype, window and block size must all match (the engine does not "
+                        "check this)",
+                        layer=layer.name,
+                    )
+                )
+    return findings
+
+
+_CYCLE = -1
+_DANGLING = -2
+
+
+def _roots(layers: Sequence[Layer], index_of: Mapping[str, int]) -> list[int]:
+    """For each layer, the index of the layer that owns the cache it ends up reading.
+
+    ``_CYCLE`` when following targets loops, ``_DANGLING`` when it reaches an unknown name.
+    Each layer is walked once (memoised), so this is linear in the number of layers.
+    """
+    unknown = -3
+    roots = [unknown] * len(layers)
+    for start in range(len(layers)):
+        path: list[int] = []
+        on_path: set[int] = set()
+        k = start
+        result = unknown
+        while True:
+            if roots[k] != unknown:
+                result = roots[k]
+                break
+            target = layers[k].kv_sharing_target
+            if target is None:
+                result = k
+                break
+            if k in on_path:
+                result = _CYCLE
+                break
+            path.append(k)
+            on_path.add(k)
+            nxt = index_of.get(target)
+            if nxt is None:
+                result = _DANGLING
+                break
+            k = nxt
+        for p in path:
+            roots[p] = result
+        if roots[start] == unknown:
+            roots[start] = result
+    return roots
+
+
+def _chain_finding(layers: Sequence[Layer], i: int, j: int, root: int) -> Finding:
+    """A chained-target finding for layer ``i`` whose target ``j`` itself shares."""
+    layer, tgt = layers[i], layers[j]
+    message = (
+        f"{_describe(i, layer.name)} shares with {_describe(j, tgt.name)}, which itself "
+        f"shares with {tgt.kv_sharing_target}"
+    )
+    if root == _CYCLE:
+        message += "; following the targets loops (a cycle), so no layer there owns a cache"
+        hint = "break the cycle: the first layer of it must own its cache (no target)"
+    elif root >= 0:
+        message += f"; the chain ends at {_describe(root, layers[root].name)}"
+        hint = f"point it directly at the layer that owns the cache: {layers[root].name}"
+    else:
+        hint = "point it directly at a layer that owns its cache"
+    return Finding("chained-target", "error", message, hint=hint, layer=layer.name)
+
+
+def initialize_kv_cache_for_kv_sharing(
+    shared_kv_cache_layers: Mapping[str, str],
+    kv_cache_groups: Sequence[Any],
+    kv_caches: MutableMapping[str, Any],
+) -> None:
+    """Alias each sharing layer's cache to its target's tensor and join the target's group.
+
+    The engine's effect, in map order: ``kv_caches[layer]`` becomes the very object
+    ``kv_caches[target]``, and ``layer`` is appended to the ``layer_names`` of the group that
+    holds ``target``. Unlike the engine, the whole map is checked first; on any problem a
+    :class:`~mmcli.errors.KVSharingError` lists them all and nothing is mutated.
+    """
+    group_of: dict[str, int] = {}
+    for g, group in enumerate(kv_cache_groups):
+        for name in group.layer_names:
+            group_of.setdefault(name, g)
+    problems: list[str] = []
+    for layer, target in shared_kv_cache_layers.items():
+        if layer == target:
+            problems.append(f"layer {layer} names itself as its target")
+            continue
+        if layer in kv_caches or layer in group_of:
+            problems.append(f"layer {layer} already owns a KV cache or sits in a group")
+        if target in shared_kv_cache_layers:
+            problems.append(
+                f"layer {layer} targets {target}, which itself shares with "
+                f"{shared_kv_cache_layers[target]} (chained target)"
+            )
+            continue
+        known = target in kv_caches or target in group_of
+        if not known:
+            problems.append(f"layer {layer} targets {target}, which is not a known layer")
+            continue
+        if target not in group_of:
+            problems.append(f"layer {layer} targets {target}, which is in no KV-cache group")
+        if target not in kv_caches:
+            problems.append(f"layer {layer} targets {target}, which has no cache tensor")
+    if problems:
+        count = len(problems)
+        raise KVSharingError(
+            f"cannot apply the KV-sharing map: {count} problem{'s' if count != 1 else ''}, "
+            f"first: {problems[0]}",
+            problems=problems,
+            hint="nothing was changed; every sharing layer must name a different layer that "
+            "owns a cache and belongs to a KV-cache group",
+        )
+    for layer, target in shared_kv_cache_layers.items():
+        kv_caches[layer] = kv_caches[target]
+        kv_cache_groups[group_of[target]].layer_names.append(layer)
