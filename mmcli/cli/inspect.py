@@ -1,0 +1,127 @@
+"""``mmcli inspect``: a header-only view of any safetensors file (no tensor data is read)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from mmcli.cli._boundary import guarded
+from mmcli.cli._output import OutputFormat, emit_json, stdout
+from mmcli.cli.options import FormatOpt
+
+app = typer.Typer()
+
+EPILOG = (
+    "Examples:\n\n"
+    "  mmcli inspect samples/dumps/healthy.safetensors\n\n"
+    "  mmcli inspect model-00001-of-00004.safetensors --format json\n\n"
+    "Only the header is read, so this is instant on a file of any size. Exit codes: 0 a "
+    "valid safetensors file (a dump or not); 2 unreadable, truncated or corrupt header."
+)
+
+
+def _size(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"
+
+
+@app.command("inspect", epilog=EPILOG, no_args_is_help=True)
+@guarded
+def inspect_file(
+    file: Annotated[
+        Path, typer.Argument(help="A safetensors file (a dump or any other).", show_default=False)
+    ],
+    output_format: FormatOpt = OutputFormat.table,
+) -> None:
+    """Show a safetensors file's tensors, metadata and dump-schema status from its header."""
+    from mmcli.dump_schema import FORMAT, KNOWN_METADATA, check_schema
+    from mmcli.errors import InputError
+    from mmcli.safetensors_header import read_header
+
+    header = read_header(file)
+    # safetensors stores metadata in no particular order: known keys first, then the rest.
+    rank = {key: i for i, key in enumerate(KNOWN_METADATA)}
+    metadata = dict(
+        sorted(header.metadata.items(), key=lambda kv: (rank.get(kv[0], len(rank)), kv[0]))
+    )
+    layout = None
+    problem = None
+    try:
+        layout = check_schema(header)
+    except InputError as exc:
+        problem = exc.message.removeprefix(f"{header.path}: ")
+    tensors: list[dict[str, Any]] = [
+        {
+            "name": t.name,
+            "dtype": t.dtype_name,
+            "safetensors_dtype": t.dtype,
+            "shape": list(t.shape),
+            "bytes": t.nbytes,
+            "data_offsets": [t.begin, t.end],
+        }
+        for t in header.tensors.values()
+    ]
+    dump: dict[str, Any] = {
+        "follows_schema": layout is not None,
+        "problem": problem,
+        "num_items": None if layout is None else layout.num_items,
+        "stacked": None if layout is None else layout.stacked,
+        "masks": None if layout is None else sorted(layout.masks),
+        "placeholders": None if layout is None else sorted(layout.placeholders),
+    }
+    if output_format is OutputFormat.json:
+        emit_json(
+            {
+                "path": str(header.path),
+                "file_size": header.file_size,
+                "header_bytes": header.header_size,
+                "data_bytes": header.data_bytes,
+                "tensors": tensors,
+                "metadata": metadata,
+                "dump": dump,
+                "exit_code": 0,
+            }
+        )
+        return
+    out = stdout()
+    out.print(
+        Text.assemble(
+            (str(header.path), "bold"),
+            f"  {_size(header.file_size)}, {len(tensors)} tensors, "
+            f"{header.header_size}-byte header",
+        )
+    )
+    table = Table(box=None, pad_edge=False, padding=(0, 2, 0, 2))
+    for name, justify in (("name", "left"), ("dtype", "left"), ("shape", "left")):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    table.add_column("bytes", justify="right")
+    for t in tensors:
+        table.add_row(
+            Text(str(t["name"])),
+            Text(str(t["dtype"])),
+            Text("[" + ", ".join(str(d) for d in t["shape"]) + "]"),
+            Text(f"{t['bytes']:,}"),
+        )
+    if tensors:
+        out.print(table)
+    if metadata:
+        out.print(Text("metadata", style="bold"))
+        for key, value in metadata.items():
+            out.print(Text(f"  {key} = {value}"), soft_wrap=True)
+    if layout is not None:
+        kind = "one stacked tensor" if layout.stacked else "per-item tensors"
+        masks = f", masks for {len(layout.masks)}" if layout.masks else ", no masks"
+        kept = len(layout.placeholders)
+        kept_text = f", stored placeholders for {kept}" if kept else ""
+        line = f"{FORMAT} v1 dump: {layout.num_items} items ({kind}){masks}{kept_text}"
+        out.print(Text(line, style="green"))
+    else:
+        out.print(Text(f"not an {FORMAT} dump: {problem}", style="yellow"), soft_wrap=True)
