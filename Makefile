@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint check bench bench-check clean
+.PHONY: setup demo test lint check bench bench-check bench-scale clean
 
 setup: $(STAMP)
 
@@ -17,8 +17,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,dev]'
 	touch $(STAMP)
 
+# Exit 1 means "ran and found problems", which the broken samples are there to show.
 demo: $(STAMP)
-	$(BIN)/python samples/demo.py
+	$(BIN)/mmcli check-embeddings samples/dumps --device cpu || [ $$? -eq 1 ]
+	$(BIN)/mmcli kv-share plan samples/kv/gemma3n-e2b-like.json --memory 20GiB
+	$(BIN)/mmcli kv-share plan samples/kv/broken-map.json || [ $$? -eq 1 ]
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
@@ -35,6 +38,9 @@ bench: $(STAMP)
 
 bench-check: $(STAMP)
 	$(BIN)/python benchmarks/check_dump.py
+
+bench-scale: $(STAMP)
+	$(BIN)/python benchmarks/scale.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -56,7 +56,12 @@ masks = st.one_of(
 )
 
 
-@given(mask=masks, hidden=st.integers(1, 512), dtype=st.sampled_from(DTYPES), seed=st.integers(0, 2**32 - 1))
+@given(
+    mask=masks,
+    hidden=st.integers(1, 512),
+    dtype=st.sampled_from(DTYPES),
+    seed=st.integers(0, 2**32 - 1),
+)
 def test_scatter_gather_match_independent_reference(
     mask: list[bool], hidden: int, dtype: torch.dtype, seed: int
 ) -> None:
@@ -193,3 +198,13 @@ def test_reference_on_cuda_matches_cpu() -> None:
     gpu = mmcli.scatter_mm_placeholders(embeds.cuda(), mask.cuda())
     assert same_bits(gpu.cpu(), cpu)
     assert same_bits(mmcli.gather_mm_placeholders(gpu, mask.cuda()).cpu(), embeds)
+
+
+@pytest.mark.parametrize("impl", ["reference", "fast"])
+def test_gather_checks_a_given_num_embeds(impl: str) -> None:
+    mask = torch.tensor([True, False, True])
+    placeholders = torch.randn(3, 4)
+    out = mmcli.gather_mm_placeholders(placeholders, mask, impl=impl, num_embeds=2)  # type: ignore[arg-type]
+    assert torch.equal(out, placeholders[[0, 2]])
+    with pytest.raises(InputError, match="is_embed has 2 True positions but num_embeds is 3"):
+        mmcli.gather_mm_placeholders(placeholders, mask, impl=impl, num_embeds=3)  # type: ignore[arg-type]

@@ -7,6 +7,8 @@ from typing import Annotated
 import typer
 
 from mmcli._version import __version__
+from mmcli.cli import bench, check_embeddings, inspect
+from mmcli.cli.kv_share import app as kv_share_app
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
@@ -18,6 +20,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_show_locals=False,
 )
+app.add_typer(kv_share_app, name="kv-share")
 
 
 def _version(value: bool) -> None:
@@ -40,6 +43,11 @@ def root(
     Exit codes: 0 nothing wrong, 1 problems found in the input, 2 could not run (bad
     arguments or input file), 3 internal error.
     """
+
+
+app.add_typer(check_embeddings.app)
+app.add_typer(inspect.app)
+app.add_typer(bench.app)
 
 
 def main() -> None:

@@ -1,0 +1,221 @@
+"""``mmcli bench``: time the placeholder scatter/gather implementations against a copy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich import box
+from rich.markup import escape
+from rich.table import Table
+
+from mmcli.cli._boundary import guarded
+from mmcli.cli._output import OutputFormat, emit_json, progress, stderr, stdout
+from mmcli.cli.options import DeviceOpt, FormatOpt
+from mmcli.errors import EXIT_FINDINGS, InputError
+
+if TYPE_CHECKING:
+    from mmcli.bench import BenchResult
+
+app = typer.Typer()
+
+EPILOG = (
+    "Examples:\n\n"
+    "  mmcli bench --device cpu --placeholders 576,2304 --layout contiguous,interleaved\n\n"
+    "  mmcli bench --quick --format json\n\n"
+    "  mmcli bench --device cuda --from dump.safetensors --impl reference,fast\n\n"
+    "Each implementation is first checked bit-for-bit against the reference. 'of copy' is the "
+    "achieved bandwidth as a share of a same-size copy (allocate + copy, like the ops) timed "
+    "in the same run on the same device; 'speedup' is over the reference. Exit codes: 0 ran; "
+    "1 an implementation disagreed with the reference; 2 bad options or dump."
+)
+
+
+@app.command("bench", epilog=EPILOG)
+@guarded
+def bench(
+    device: DeviceOpt = "auto",
+    dtype: Annotated[
+        str | None, typer.Option("--dtype", help="bf16, fp16 or fp32 (default bf16).")
+    ] = None,
+    hidden: Annotated[
+        int | None, typer.Option("--hidden", help="Hidden size of the rows (default 4096).")
+    ] = None,
+    placeholders: Annotated[
+        str | None,
+        typer.Option(
+            "--placeholders",
+            help="Comma-separated placeholder counts (default 576,2304,9216).",
+        ),
+    ] = None,
+    layout: Annotated[
+        str | None,
+        typer.Option(
+            "--layout",
+            help="contiguous (one run between two markers), interleaved (a break token after "
+            "each row of patches), random (90% embeddings); comma-separated (default "
+            "interleaved).",
+        ),
+    ] = None,
+    impl: Annotated[
+        str, typer.Option("--impl", help="Comma-separated implementations: reference, fast.")
+    ] = "reference,fast",
+    op: Annotated[str, typer.Option("--op", help="Comma-separated ops: scatter, gather.")] = (
+        "scatter,gather"
+    ),
+    from_dump: Annotated[
+        Path | None,
+        typer.Option(
+            "--from",
+            help="Benchmark the real shapes and masks of an encoder-output dump.",
+            show_default=False,
+        ),
+    ] = None,
+    min_time: Annotated[
+        float | None,
+        typer.Option("--min-time", help="Seconds of calls per timing (default 0.2)."),
+    ] = None,
+    threads: Annotated[
+        int, typer.Option("--threads", help="CPU threads for the ops while timed.")
+    ] = 1,
+    quick: Annotated[
+        bool,
+        typer.Option("--quick", help="A short run: placeholders 576,2304 and --min-time 0.05."),
+    ] = False,
+    output_format: FormatOpt = OutputFormat.table,
+) -> None:
+    """Time scatter/gather implementations against the reference and a same-size copy."""
+    from mmcli import bench as engine
+    from mmcli.devices import resolve_device
+
+    impls = engine.parse_choices(impl, "--impl", engine.IMPLS)
+    op_names = engine.parse_choices(op, "--op", engine.OPS)
+    if hidden is not None and hidden < 1:
+        raise InputError(f"--hidden must be at least 1, got {hidden}", hint="e.g. --hidden 4096")
+    if threads < 1:
+        raise InputError(f"--threads must be at least 1, got {threads}", hint="e.g. --threads 1")
+    if min_time is not None and not min_time > 0:
+        raise InputError(
+            f"--min-time must be a positive number of seconds, got {min_time}",
+            hint="e.g. --min-time 0.2",
+        )
+    seconds = min_time if min_time is not None else (engine.QUICK_MIN_TIME if quick else 0.2)
+    torch_dtype = engine.parse_dtype(dtype) if dtype is not None else None
+    target = resolve_device(device)
+    if from_dump is not None:
+        given = [
+            name
+            for name, value in (
+                ("--placeholders", placeholders),
+                ("--layout", layout),
+                ("--hidden", hidden),
+            )
+            if value is not None
+        ]
+        if given:
+            raise InputError(
+                f"{', '.join(given)} cannot be combined with --from",
+                hint="--from takes the shapes and masks from the dump",
+            )
+        workloads = engine.dump_workloads(from_dump, target, torch_dtype)
+    else:
+        default_sizes = engine.QUICK_SUITE if quick else engine.SUITE
+        sizes = engine.parse_sizes(placeholders) if placeholders is not None else default_sizes
+        layouts = engine.parse_choices(layout or "interleaved", "--layout", engine.LAYOUTS)
+        workloads = engine.synthetic_workloads(
+            sizes,
+            layouts,
+            hidden if hidden is not None else 4096,
+            torch_dtype if torch_dtype is not None else engine.DTYPES["bf16"],
+            target,
+        )
+
+    table_mode = output_format == OutputFormat.table
+    with progress(enabled=table_mode) as bar:
+        task = bar.add_task("timing", total=engine.count_steps(workloads, op_names, impls))
+
+        def advance(label: str) -> None:
+            bar.update(task, advance=1, description=escape(label))
+
+        result = engine.run(
+            workloads,
+            op_names=op_names,
+            impls=impls,
+            device=target,
+            min_time=seconds,
+            threads=threads,
+            on_step=advance,
+        )
+    exit_code = EXIT_FINDINGS if result.failures else 0
+    if table_mode:
+        _render(result)
+    else:
+        emit_json({**result.to_json(), "exit_code": exit_code})
+    err = stderr()
+    for warning in result.warnings:
+        err.print(f"warning: {escape(warning)}")
+    for failure in result.failures:
+        err.print(f"error: {escape(failure)}")
+    if result.failures:
+        err.print("hint: the implementation is wrong for this input; report it with the command")
+    raise typer.Exit(exit_code)
+
+
+def _fmt(value: float | None, digits: int = 1, suffix: str = "") -> str:
+    if value is None:
+        return "–"
+    return f"{value:,.{digits}f}{suffix}"
+
+
+def _render(result: BenchResult) -> None:
+    cuda = result.device.startswith("cuda")
+    first = result.cases[0] if result.cases else None
+    title = f"mmcli bench · {result.device}"
+    if first is not None:
+        title += f" · {first.dtype} · hidden {first.hidden}"
+    title += f" · torch {result.torch_version}"
+    if result.threads is not None:
+        title += f" · {result.threads} thread{'s' if result.threads != 1 else ''}"
+    table = Table(
+        title=escape(title),
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        padding=0,
+        show_edge=False,
+        caption="time: median per call · rows: placeholders→embeddings · of copy: share of "
+        "the GB/s of a same-size copy",
+        caption_justify="left",
+    )
+    for name in ("op", "impl", "layout"):
+        table.add_column(name)
+    for name in ("rows", "time µs", "IQR µs", "GB/s", "of copy", "speedup"):
+        table.add_column(name, justify="right")
+    if cuda:
+        table.add_column("syncs", justify="right")
+    for c in result.cases:
+        row = [
+            c.op,
+            c.impl,
+            c.layout if c.item is None else f"item {c.item}",
+            f"{c.num_placeholders}→{c.num_embeds}",
+            _fmt(c.median_us, 0 if c.median_us >= 100 else 1),
+            _fmt(c.iqr_us, 0 if c.iqr_us >= 100 else 1),
+            _fmt(c.gbps, 2),
+            _fmt(c.copy_fraction * 100, 0, "%"),
+            _fmt(c.speedup_vs_reference, 2, "×"),
+        ]
+        if cuda:
+            row.append("–" if c.host_syncs is None else str(c.host_syncs))
+        table.add_row(*row)
+    out = stdout()
+    out.print(table)
+    for s in result.summary():
+        if s["impl"] == "reference":
+            continue
+        speedup = s["geomean_speedup_vs_reference"]
+        versus = s["geomean_time_vs_copy"]
+        out.print(
+            f"{s['impl']} {s['op']}: {_fmt(speedup, 2, '×')} the reference's speed, "
+            f"{_fmt(versus, 2, '×')} a copy's time (geometric means, {s['cases']} cases)"
+        )
