@@ -15,13 +15,13 @@ import ctypes
 import json
 import os
 import struct
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import BinaryIO
 
 import torch
 
+from mmcli._files import atomic_write
 from mmcli.dump_schema import (
     FORMAT,
     FORMAT_VERSION,
@@ -341,17 +341,6 @@ def _write_safetensors(f: BinaryIO, tensors: dict[str, torch.Tensor], meta: dict
 
 
 def _write_atomically(path: Path, tensors: dict[str, torch.Tensor], meta: dict[str, str]) -> Path:
-    directory = path.parent
-    if not directory.is_dir():
-        raise InputError(f"cannot write {path}: {directory} is not a directory", hint="create it")
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            _write_safetensors(f, tensors, meta)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_write(path) as f:
+        _write_safetensors(f, tensors, meta)
     return path

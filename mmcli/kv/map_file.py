@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from mmcli._files import atomic_write
 from mmcli.errors import InputError
 from mmcli.findings import Finding
 from mmcli.kv.model import ModelConfig, shown, type_name
@@ -110,14 +109,6 @@ def apply_map(config: ModelConfig, pairs: list[tuple[str, str | None]]) -> list[
 
 def write_map(path: Path, mapping: dict[str, str]) -> int:
     """Write ``{layer: target}`` as JSON atomically (temp file, then rename); entries written."""
-    directory = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(mapping, fh, indent=2)
-            fh.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_write(path) as fh:
+        fh.write((json.dumps(mapping, indent=2) + "\n").encode("utf-8"))
     return len(mapping)
