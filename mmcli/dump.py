@@ -32,7 +32,7 @@ from mmcli.dump_schema import (
 )
 from mmcli.errors import InputError
 from mmcli.safetensors_header import Header, TensorInfo, natural_key, read_header
-from mmcli.sanity import dtype_name, parse_dtype
+from mmcli.sanity import dtype_name, parse_dtype, per_item_tensors
 
 __all__ = [
     "FORMAT",
@@ -214,25 +214,6 @@ def load_dump(path: str | os.PathLike[str], *, device: str | torch.device = "cpu
     return Dump(header, check_schema(header), target)
 
 
-def _tensor_list(value: object, name: str) -> list[torch.Tensor | None]:
-    if value is None:
-        return []
-    if isinstance(value, torch.Tensor):
-        return [value] if value.ndim <= 1 else list(value.unbind(0))
-    if not isinstance(value, list | tuple):
-        raise InputError(
-            f"{name} must be a list or tuple of per-item tensors, got {type(value).__name__}",
-            hint="pass one tensor (or None) per item",
-        )
-    for i, item in enumerate(value):
-        if item is not None and not isinstance(item, torch.Tensor):
-            raise InputError(
-                f"{name}[{i}] is a {type(item).__name__}, not a tensor or None",
-                hint="pass one tensor (or None) per item",
-            )
-    return list(value)
-
-
 def _metadata_value(key: str, value: object) -> str:
     if isinstance(value, torch.dtype):
         return dtype_name(value)
@@ -280,7 +261,7 @@ def dump_encoder_outputs(
             hint="pass what the model's embed_multimodal returned",
         )
     for prefix, value in (("is_embed", is_embed), ("placeholders", placeholders)):
-        for i, t in enumerate(_tensor_list(value, prefix)):
+        for i, t in enumerate(per_item_tensors(value, prefix)):
             if t is not None:
                 tensors[f"{prefix}.{i}"] = t
     meta: dict[str, str] = {"format": FORMAT, "format_version": FORMAT_VERSION}

@@ -79,14 +79,15 @@ def sanity_check_mm_encoder_outputs(mm_embeddings: object, expected_num_items: i
             )
 
 
-def _as_masks(value: object, name: str) -> list[torch.Tensor | None]:
+def per_item_tensors(value: object, name: str) -> list[torch.Tensor | None]:
+    """One tensor (or None) per item, from a list/tuple or a tensor unbound along dim 0."""
     if value is None:
         return []
     if isinstance(value, torch.Tensor):
         return [value] if value.ndim <= 1 else list(value.unbind(0))
     if not isinstance(value, list | tuple):
         raise InputError(
-            f"{name} must be a list of per-item tensors (or None), got {type(value).__name__}",
+            f"{name} must be a list or tuple of per-item tensors, got {type(value).__name__}",
             hint="pass one tensor (or None) per item",
         )
     for i, m in enumerate(value):
@@ -125,8 +126,8 @@ def diagnose_mm_encoder_outputs(
     diagnosis = Diagnosis(
         expected_num_items=expected_num_items, hidden_size=hidden_size, model_dtype=model_dtype
     )
-    masks = _as_masks(is_embed, "is_embed")
-    stored = _as_masks(placeholders, "placeholders")
+    masks = per_item_tensors(is_embed, "is_embed")
+    stored = per_item_tensors(placeholders, "placeholders")
     items: list[torch.Tensor]
     if isinstance(mm_embeddings, torch.Tensor):
         if not diagnosis.stacked(tuple(mm_embeddings.shape)):

@@ -6,7 +6,7 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from mmcli.cli._output import stdout
+from mmcli.cli._output import human_bytes, stdout
 from mmcli.kv.aliasing import AliasingReport
 from mmcli.kv.fold import Row, fold_layers, index_ranges
 from mmcli.kv.plan import KVPlan, SidePlan
@@ -22,16 +22,6 @@ _SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 def _dims(spec: KVCacheSpec | None) -> str:
     return "–" if spec is None else f"{spec.num_kv_heads}×{spec.head_size}"
-
-
-def short_bytes(n: int) -> str:
-    """``285212672`` → ``272.0 MiB``."""
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{n:,} B" if unit == "B" else f"{value:,.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
 
 
 def _name_template(layers: list[Layer]) -> tuple[str, list[int]] | None:
@@ -176,7 +166,7 @@ def _memory_panel(plan: KVPlan) -> Panel:
     row("KV-cache groups", lambda s: f"{s.num_groups} × {s.group_size} layers")
     row("bytes per token", lambda s: f"{s.bytes_per_token:,} B")
     row(
-        f"per sequence ({plan.max_model_len:,} tokens)", lambda s: short_bytes(s.per_sequence_bytes)
+        f"per sequence ({plan.max_model_len:,} tokens)", lambda s: human_bytes(s.per_sequence_bytes)
     )
     row("blocks per request", lambda s: f"{s.blocks_per_request:,}")
     if plan.options.memory_bytes is not None:
@@ -190,7 +180,7 @@ def _memory_panel(plan: KVPlan) -> Panel:
         f"{dtypes} · tp {opts.tensor_parallel_size}"
     )
     if opts.memory_bytes is not None:
-        title += f" · budget {short_bytes(opts.memory_bytes)}"
+        title += f" · budget {human_bytes(opts.memory_bytes)}"
     savings = plan.savings_fraction
     subtitle = (
         f"sharing saves {savings:.1%} of the KV cache per sequence"

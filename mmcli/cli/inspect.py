@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from mmcli.cli._boundary import guarded
-from mmcli.cli._output import OutputFormat, emit_json, stdout
+from mmcli.cli._output import OutputFormat, emit_json, human_bytes, stdout
 from mmcli.cli.options import FormatOpt
 
 app = typer.Typer()
@@ -22,15 +22,6 @@ EPILOG = (
     "Only the header is read, so this is instant on a file of any size. Exit codes: 0 a "
     "valid safetensors file (a dump or not); 2 unreadable, truncated or corrupt header."
 )
-
-
-def _size(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{n} B"
 
 
 @app.command("inspect", epilog=EPILOG, no_args_is_help=True)
@@ -95,7 +86,7 @@ def inspect_file(
     out.print(
         Text.assemble(
             (str(header.path), "bold"),
-            f"  {_size(header.file_size)}, {len(tensors)} tensors, "
+            f"  {human_bytes(header.file_size)}, {len(tensors)} tensors, "
             f"{header.header_size}-byte header",
         )
     )

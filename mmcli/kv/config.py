@@ -43,15 +43,20 @@ _DEFAULT_KEYS = _LAYER_KEYS - {"name", "kv_sharing_target"}
 _TOP_KEYS = frozenset({"name", "defaults", "layers", "max_model_len"})
 
 
-def read_document(path: Path) -> dict[str, Any]:
-    """Parse a JSON or TOML file (by suffix) into a dict, with clear errors for bad syntax."""
+def read_text(path: Path) -> str:
+    """A config or map file's text, refusing a binary (non-UTF-8) file with a clear error."""
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise InputError(
             f"{path}: not a text file (byte {exc.start} is not UTF-8)",
             hint="configs and maps are UTF-8 JSON or TOML files",
         ) from None
+
+
+def read_document(path: Path) -> dict[str, Any]:
+    """Parse a JSON or TOML file (by suffix) into a dict, with clear errors for bad syntax."""
+    text = read_text(path)
     if path.suffix.lower() == ".toml":
         try:
             doc: Any = tomllib.loads(text)

@@ -10,6 +10,7 @@ from typing import Any
 from mmcli._files import atomic_write
 from mmcli.errors import InputError
 from mmcli.findings import Finding
+from mmcli.kv.config import read_text
 from mmcli.kv.model import ModelConfig, shown, type_name
 
 
@@ -19,13 +20,7 @@ class _Pairs(list[tuple[str, Any]]):
 
 def load_map(path: Path) -> list[tuple[str, str | None]]:
     """Read a ``{layer: target}`` JSON map, keeping repeated keys (they are findings)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(
-            f"{path}: not a text file (byte {exc.start} is not UTF-8)",
-            hint="configs and maps are UTF-8 JSON or TOML files",
-        ) from None
+    text = read_text(path)
     try:
         doc = json.loads(text, object_pairs_hook=_Pairs)
     except json.JSONDecodeError as exc:
