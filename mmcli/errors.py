@@ -12,6 +12,8 @@ EXIT_FINDINGS: Final = 1
 EXIT_BAD_INPUT: Final = 2
 #: An internal error (a bug in mmcli).
 EXIT_INTERNAL: Final = 3
+#: Interrupted (Ctrl-C): 128 + SIGINT, as shells report it.
+EXIT_INTERRUPTED: Final = 130
 
 
 class MmcliError(Exception):

@@ -136,3 +136,43 @@ def test_debug_shows_the_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MMCLI_DEBUG", "1")
     with pytest.raises(RuntimeError, match="boom"):
         runner.invoke(boundary_app, ["bug"], catch_exceptions=False)
+
+
+# --- option-parsing errors through the real entry point ----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "error"),
+    [
+        (
+            ["kv-share", "plan", "samples/kv/toy.toml", "--block-size", "abc"],
+            "error: Invalid value for '--block-size'",
+        ),
+        (["bench", "--nope"], "error: No such option: --nope"),
+        (["nosuch"], "error: No such command 'nosuch'."),
+        (["check-embeddings", "x", "--expected-items", "-1"], "error: Invalid value for"),
+    ],
+)
+def test_usage_errors_are_one_error_line_and_a_hint(
+    argv: list[str], error: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mmcli.cli.main import main
+
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == EXIT_BAD_INPUT
+    out, err = capsys.readouterr()
+    assert out == ""
+    lines = err.splitlines()
+    assert len(lines) == 2, err
+    assert lines[0].startswith(error)
+    assert lines[1].startswith("hint: see `mmcli")
+
+
+def test_main_exits_with_the_command_status(capsys: pytest.CaptureFixture[str]) -> None:
+    from mmcli.cli.main import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"mmcli {mmcli.__version__}"
