@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from mmcli import ops
+from mmcli.devices import available_bytes
 from mmcli.errors import InputError
 from mmcli.timing import Timing, count_host_syncs, sample, summarise
 
@@ -209,27 +210,13 @@ def check_memory(cases: Iterable[tuple[int, int, int]], device: torch.device) ->
     inputs, an output and a copy source of each size.
     """
     need = max(((p + e) * row * 3 for p, e, row in cases), default=0)
-    available = _available_bytes(device)
+    available = available_bytes(device)
     if available is not None and need > available // 2:
         raise InputError(
             f"the largest case needs about {need / 2**30:.1f} GiB but {device} has "
             f"{available / 2**30:.1f} GiB available",
             hint="use smaller --placeholders or --hidden",
         )
-
-
-def _available_bytes(device: torch.device) -> int | None:
-    if device.type == "cuda":
-        free, _ = torch.cuda.mem_get_info(device)
-        return int(free)
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
 
 
 # --------------------------------------------------------------------------------- cases

@@ -84,7 +84,18 @@ def find_files(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
         elif path.exists():
             found.append(path)
         else:
-            raise InputError(f"{path}: no such file or directory", hint="check the path")
+            try:
+                path.stat()
+            except FileNotFoundError:
+                raise InputError(
+                    f"{path}: no such file or directory", hint="check the path"
+                ) from None
+            except OSError as exc:  # exists() hides why: a symlink loop, a permission
+                raise InputError(
+                    f"{path}: cannot read: {exc.strerror or type(exc).__name__}",
+                    hint="check the path and any symbolic links on it",
+                ) from None
+            found.append(path)
     unique: dict[Path, None] = {}
     for p in found:
         unique.setdefault(p, None)

@@ -44,3 +44,20 @@ def synchronize(device: torch.device) -> None:
     """Wait for queued work on ``device`` (a no-op on CPU), so timings include it."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+def available_bytes(device: torch.device) -> int | None:
+    """Memory free for new tensors on ``device`` (None when it cannot be told)."""
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return int(free)
+    if device.type != "cpu":
+        return None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None

@@ -118,6 +118,8 @@ def check_embeddings(
 
 
 def _render(reports: list[FileReport], totals: dict[str, int], device: str, *, quiet: bool) -> None:
+    if all(r.status == "error" for r in reports):
+        return  # nothing was read: the error lines on stderr are the whole story
     out = stdout()
     for r in reports:
         if r.status == "error" or (quiet and r.status == "ok" and not r.findings):

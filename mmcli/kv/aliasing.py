@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from mmcli.errors import InputError
 from mmcli.kv.plan import KVPlan
 from mmcli.kv.sharing import initialize_kv_cache_for_kv_sharing
 from mmcli.kv.spec import KVCacheGroupSpec
@@ -64,7 +65,16 @@ def check_aliasing(plan: KVPlan, device: Any) -> AliasingReport:
     else:
         import torch
 
+        from mmcli.devices import available_bytes
+
         page = plan.page_size_bytes
+        available = available_bytes(device)
+        if available is not None and page * group_size > available // 2:
+            raise InputError(
+                f"the aliasing check needs {group_size} block(s) of {page:,} bytes on "
+                f"{device_name}, but it has {available / 2**30:.1f} GiB available",
+                hint="use --device meta (allocates nothing), or check the config's sizes",
+            )
         buffers = [torch.zeros(page, dtype=torch.int8, device=device) for _ in range(group_size)]
         tensors = len(buffers)
         for group in groups:

@@ -54,15 +54,26 @@ def read_text(path: Path) -> str:
         ) from None
 
 
+def syntax_problem(exc: BaseException) -> str:
+    """What a parser's non-syntax failure means: nesting past the recursion limit, or an
+    integer past Python's digit limit (both raised outside the parsers' own error types)."""
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    text = str(exc)
+    if text.startswith("Exceeds the limit"):
+        return "an integer with too many digits"
+    return text
+
+
 def read_document(path: Path) -> dict[str, Any]:
     """Parse a JSON or TOML file (by suffix) into a dict, with clear errors for bad syntax."""
     text = read_text(path)
     if path.suffix.lower() == ".toml":
         try:
             doc: Any = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
+        except (ValueError, RecursionError) as exc:  # TOMLDecodeError is a ValueError
             raise InputError(
-                f"{path}: invalid TOML: {exc}", hint="check the file's syntax"
+                f"{path}: invalid TOML: {syntax_problem(exc)}", hint="check the file's syntax"
             ) from None
     else:
         try:
@@ -71,6 +82,10 @@ def read_document(path: Path) -> dict[str, Any]:
             raise InputError(
                 f"{path}: invalid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}",
                 hint="check the file's syntax (TOML files need the .toml suffix)",
+            ) from None
+        except (ValueError, RecursionError) as exc:
+            raise InputError(
+                f"{path}: invalid JSON: {syntax_problem(exc)}", hint="check the file's syntax"
             ) from None
     if not isinstance(doc, dict):
         raise InputError(

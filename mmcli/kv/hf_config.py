@@ -22,6 +22,9 @@ from mmcli.kv.model import (
 )
 from mmcli.kv.spec import FullAttentionSpec, KVCacheSpec, Layer, SlidingWindowSpec, canonical_dtype
 
+#: More layers than any model has; a larger ``num_hidden_layers`` is a corrupt config.
+MAX_LAYERS = 1_000_000
+
 
 def _hf_layer_name(index: int, kind: str) -> str:
     if kind in NO_KV_TYPES:
@@ -122,6 +125,13 @@ def parse_hf_config(doc: dict[str, Any], *, default_name: str, where: str) -> Mo
     num_layers = optional_int(text, "num_hidden_layers", where)
     if num_layers is None:
         raise InputError(f"{where}: num_hidden_layers is missing", hint="it counts the layers")
+    if num_layers > MAX_LAYERS:
+        # One entry per layer is built below: refuse before allocating what a typo declares.
+        raise InputError(
+            f"{where}: num_hidden_layers is {num_layers}, more than the {MAX_LAYERS:,} layers "
+            "mmcli plans",
+            hint="check num_hidden_layers; it counts the decoder layers",
+        )
     heads = optional_int(text, "num_attention_heads", where)
     kv_heads = optional_int(text, "num_key_value_heads", where)
     if kv_heads is None:
