@@ -27,16 +27,24 @@ class OutputFormat(str, Enum):
     json = "json"
 
 
+def _console(*, stderr: bool) -> Console:
+    console = Console(stderr=stderr, highlight=False)
+    # Word-wrap long lines for a person at a terminal; keep them whole in a pipe or a file,
+    # where wrapping at an assumed 80 columns only breaks grep.
+    console.soft_wrap = not console.is_terminal
+    return console
+
+
 @cache
 def stdout() -> Console:
     """The console for data (tables and reports)."""
-    return Console(highlight=False, soft_wrap=False)
+    return _console(stderr=False)
 
 
 @cache
 def stderr() -> Console:
     """The console for progress, warnings and hints."""
-    return Console(stderr=True, highlight=False)
+    return _console(stderr=True)
 
 
 def jsonable(value: Any) -> Any:
