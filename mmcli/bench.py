@@ -332,14 +332,6 @@ def _op_callable(op: str, impl: str, w: Workload, placeholders: torch.Tensor) ->
     return lambda: ops.gather_mm_placeholders(placeholders, mask, impl="fast", num_embeds=rows)
 
 
-def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return False
-    if a.numel() == 0:
-        return True
-    return torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8))
-
-
 def _label(op: str, impl: str, w: Workload) -> str:
     where = f"item {w.item}" if w.item is not None else w.layout
     return f"{op} {impl} {w.num_placeholders}×{w.hidden} {where}"
@@ -384,7 +376,7 @@ def run(
             contenders: dict[str, Callable[[], Any]] = {"copy": source.clone}
             for impl in impls:
                 fn = _op_callable(op, impl, w, placeholders)
-                if _same_bits(fn(), expected):
+                if ops.same_bits(fn(), expected):
                     contenders[impl] = fn
                 else:
                     label = _label(op, impl, w)

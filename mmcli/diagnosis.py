@@ -17,6 +17,7 @@ import torch
 
 from mmcli._describe import count_hint, dtype_name, items_text, ndim_hint, parse_dtype, shape_text
 from mmcli.findings import Finding, Severity
+from mmcli.ops import same_bits
 
 _COMMON_FLOATS = (torch.bfloat16, torch.float16, torch.float32, torch.float64)
 
@@ -337,7 +338,7 @@ class Diagnosis:
     ) -> None:
         """Compare ``gather(scatter(emb))`` with ``emb``."""
         if gathered.shape == emb.shape and gathered.dtype == emb.dtype:
-            if _same_bits(gathered, emb):
+            if same_bits(gathered, emb):
                 return
             same = (gathered == emb) | (torch.isnan(gathered) & torch.isnan(emb))
             if bool(same.all()):
@@ -543,14 +544,3 @@ def _row_norms(emb: torch.Tensor) -> torch.Tensor:
     else:  # fp16 squares overflow at 65504: accumulate in fp32
         norms = torch.linalg.vector_norm(emb, dim=1, dtype=torch.float32)
     return norms
-
-
-def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Bit-for-bit equality of two same-shape, same-dtype tensors (NaN payloads included)."""
-    if not (a.is_contiguous() and b.is_contiguous()) or a.numel() == 0:
-        return bool(torch.equal(a, b))
-    # Comparing as wide integers is several times faster than a float compare on CPU.
-    wa, wb = a.reshape(-1).view(torch.uint8), b.reshape(-1).view(torch.uint8)
-    if wa.numel() % 8 == 0:
-        wa, wb = wa.view(torch.int64), wb.view(torch.int64)
-    return bool(torch.equal(wa, wb))
