@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,26 @@ def syntax_problem(exc: BaseException) -> str:
     return text
 
 
+def parse_json(
+    path: Path,
+    text: str,
+    *,
+    hint: str = "check the file's syntax",
+    object_pairs_hook: Callable[[list[tuple[str, Any]]], Any] | None = None,
+) -> Any:
+    """``json.loads`` with every way it can fail (syntax, nesting depth, huge integers) turned
+    into one InputError naming the file."""
+    try:
+        return json.loads(text, object_pairs_hook=object_pairs_hook)
+    except json.JSONDecodeError as exc:
+        raise InputError(
+            f"{path}: invalid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}",
+            hint=hint,
+        ) from None
+    except (ValueError, RecursionError) as exc:
+        raise InputError(f"{path}: invalid JSON: {syntax_problem(exc)}", hint=hint) from None
+
+
 def read_document(path: Path) -> dict[str, Any]:
     """Parse a JSON or TOML file (by suffix) into a dict, with clear errors for bad syntax."""
     text = read_text(path)
@@ -76,17 +97,9 @@ def read_document(path: Path) -> dict[str, Any]:
                 f"{path}: invalid TOML: {syntax_problem(exc)}", hint="check the file's syntax"
             ) from None
     else:
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(
-                f"{path}: invalid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}",
-                hint="check the file's syntax (TOML files need the .toml suffix)",
-            ) from None
-        except (ValueError, RecursionError) as exc:
-            raise InputError(
-                f"{path}: invalid JSON: {syntax_problem(exc)}", hint="check the file's syntax"
-            ) from None
+        doc = parse_json(
+            path, text, hint="check the file's syntax (TOML files need the .toml suffix)"
+        )
     if not isinstance(doc, dict):
         raise InputError(
             f"{path}: expected an object at the top level, got {type_name(doc)}",

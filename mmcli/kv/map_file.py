@@ -10,7 +10,7 @@ from typing import Any
 from mmcli._files import atomic_write
 from mmcli.errors import InputError
 from mmcli.findings import Finding
-from mmcli.kv.config import read_text, syntax_problem
+from mmcli.kv.config import parse_json, read_text
 from mmcli.kv.model import ModelConfig, shown, type_name
 
 
@@ -21,17 +21,7 @@ class _Pairs(list[tuple[str, Any]]):
 def load_map(path: Path) -> list[tuple[str, str | None]]:
     """Read a ``{layer: target}`` JSON map, keeping repeated keys (they are findings)."""
     text = read_text(path)
-    try:
-        doc = json.loads(text, object_pairs_hook=_Pairs)
-    except json.JSONDecodeError as exc:
-        raise InputError(
-            f"{path}: invalid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}",
-            hint="check the file's syntax",
-        ) from None
-    except (ValueError, RecursionError) as exc:
-        raise InputError(
-            f"{path}: invalid JSON: {syntax_problem(exc)}", hint="check the file's syntax"
-        ) from None
+    doc = parse_json(path, text, object_pairs_hook=_Pairs)
     if not isinstance(doc, _Pairs):
         kind = "array" if isinstance(doc, list) else type_name(doc)
         raise InputError(
