@@ -41,7 +41,9 @@ def sample(
     timings turn into scheduler quanta). On CUDA: one value per call, from CUDA events.
     """
     if device.type == "cuda":
-        return _sample_cuda(fn, device, min_time)
+        # Events record on the current device's stream: make it the device being timed.
+        with torch.cuda.device(device):
+            return _sample_cuda(fn, device, min_time)
     from torch.utils.benchmark import Timer
 
     timer = Timer(stmt="fn()", globals={"fn": fn}, num_threads=threads)
@@ -99,7 +101,7 @@ def count_host_syncs(fn: Callable[[], object], device: torch.device) -> int | No
         return None
     torch.cuda.synchronize(device)
     previous = torch.cuda.get_sync_debug_mode()
-    with warnings.catch_warnings(record=True) as caught:
+    with torch.cuda.device(device), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         torch.cuda.set_sync_debug_mode("warn")
         try:
