@@ -11,7 +11,6 @@ would count every page touched in the process's resident set while it is open).
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import struct
@@ -71,7 +70,7 @@ def _read_into(path: Path, offset: int, buffer: torch.Tensor, name: str) -> None
     size = buffer.numel()
     if size == 0:
         return
-    view = memoryview((ctypes.c_char * size).from_address(buffer.data_ptr())).cast("B")
+    view = buffer.numpy().data.cast("B")  # writes land in the tensor's own memory
     with path.open("rb", buffering=0) as f:
         f.seek(offset)
         done = 0
@@ -284,8 +283,7 @@ def _host_copies(tensors: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]
 
 def _bytes_of(t: torch.Tensor) -> memoryview:
     """A zero-copy view of a contiguous CPU tensor's bytes."""
-    size = t.numel() * t.element_size()
-    return memoryview((ctypes.c_char * size).from_address(t.data_ptr())).cast("B")
+    return t.reshape(-1).view(torch.uint8).numpy().data
 
 
 def _write_safetensors(f: BinaryIO, tensors: dict[str, torch.Tensor], meta: dict[str, str]) -> None:
