@@ -58,13 +58,6 @@ def summarise(samples: Sequence[float]) -> Timing:
     return Timing(median=median, iqr=q3 - q1)
 
 
-def time_call(
-    fn: Callable[[], object], device: torch.device, min_time: float, *, threads: int = 1
-) -> Timing:
-    """Median and IQR of ``fn`` on ``device`` over at least ``min_time`` seconds of calls."""
-    return summarise(sample(fn, device, min_time, threads=threads))
-
-
 def _sample_cuda(fn: Callable[[], object], device: torch.device, min_time: float) -> list[float]:
     """CUDA events around each call, after warm-up, with L2 flushed before every call."""
     flush = torch.empty(_L2_FLUSH_BYTES, dtype=torch.int8, device=device)

@@ -7,6 +7,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from mmcli.cli._output import human_bytes, stdout
+from mmcli.findings import count
 from mmcli.kv.aliasing import AliasingReport
 from mmcli.kv.fold import Row, fold_layers, index_ranges
 from mmcli.kv.plan import KVPlan, SidePlan
@@ -235,8 +236,7 @@ def render_plan(plan: KVPlan, aliasing: AliasingReport | None, *, all_layers: bo
         console.print(f"[{style}]{f.severity}[/] [bold]{f.code}[/]: {escape(f.message)}")
         if f.hint:
             console.print(f"  [dim]hint: {escape(f.hint)}[/]")
-    errors = sum(1 for f in plan.findings if f.severity == "error")
-    warnings = sum(1 for f in plan.findings if f.severity == "warning")
+    errors, warnings = count(plan.findings, "error"), count(plan.findings, "warning")
     if aliasing is None:
         console.print("aliasing check: skipped, the map has errors")
     elif aliasing.verified:
