@@ -13,35 +13,35 @@ from mmcli._version import __version__
 from mmcli.errors import EncoderOutputError, InputError, KVSharingError, MmcliError
 
 if TYPE_CHECKING:
-    from mmcli.dump import dump_encoder_outputs, load_dump
-    from mmcli.kv import (
-        FullAttentionSpec,
-        KVCacheGroupSpec,
-        SlidingWindowSpec,
-        initialize_kv_cache_for_kv_sharing,
-    )
-    from mmcli.ops import gather_mm_placeholders, scatter_mm_placeholders
-    from mmcli.ranges import (
+    from mmcli.dump.io import dump_encoder_outputs, load_dump
+    from mmcli.embeddings.ops import gather_mm_placeholders, scatter_mm_placeholders
+    from mmcli.embeddings.ranges import (
         PlaceholderRange,
         embeds_cumsum,
         embeds_index_range,
         gather_window,
         num_embeds,
     )
-    from mmcli.sanity import diagnose_mm_encoder_outputs, sanity_check_mm_encoder_outputs
+    from mmcli.embeddings.sanity import diagnose_mm_encoder_outputs, sanity_check_mm_encoder_outputs
+    from mmcli.kv import (
+        FullAttentionSpec,
+        KVCacheGroupSpec,
+        SlidingWindowSpec,
+        initialize_kv_cache_for_kv_sharing,
+    )
 
 _LAZY = {
-    "scatter_mm_placeholders": "mmcli.ops",
-    "gather_mm_placeholders": "mmcli.ops",
-    "PlaceholderRange": "mmcli.ranges",
-    "embeds_cumsum": "mmcli.ranges",
-    "num_embeds": "mmcli.ranges",
-    "embeds_index_range": "mmcli.ranges",
-    "gather_window": "mmcli.ranges",
-    "sanity_check_mm_encoder_outputs": "mmcli.sanity",
-    "diagnose_mm_encoder_outputs": "mmcli.sanity",
-    "dump_encoder_outputs": "mmcli.dump",
-    "load_dump": "mmcli.dump",
+    "scatter_mm_placeholders": "mmcli.embeddings.ops",
+    "gather_mm_placeholders": "mmcli.embeddings.ops",
+    "PlaceholderRange": "mmcli.embeddings.ranges",
+    "embeds_cumsum": "mmcli.embeddings.ranges",
+    "num_embeds": "mmcli.embeddings.ranges",
+    "embeds_index_range": "mmcli.embeddings.ranges",
+    "gather_window": "mmcli.embeddings.ranges",
+    "sanity_check_mm_encoder_outputs": "mmcli.embeddings.sanity",
+    "diagnose_mm_encoder_outputs": "mmcli.embeddings.sanity",
+    "dump_encoder_outputs": "mmcli.dump.io",
+    "load_dump": "mmcli.dump.io",
     "KVCacheGroupSpec": "mmcli.kv",
     "FullAttentionSpec": "mmcli.kv",
     "SlidingWindowSpec": "mmcli.kv",

@@ -76,13 +76,3 @@ def progress(*, enabled: bool) -> Progress:
         transient=True,
         disable=not enabled,
     )
-
-
-def human_bytes(n: int) -> str:
-    """``285212672`` → ``272.0 MiB``; under 1 KiB, exact bytes (``688 B``)."""
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if value < 1024 or unit == "PiB":
-            break
-        value /= 1024
-    return f"{n:,} B" if unit == "B" else f"{value:,.1f} {unit}"

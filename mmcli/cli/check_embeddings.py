@@ -17,7 +17,7 @@ from mmcli.cli._output import OutputFormat, emit_json, progress, stderr, stdout
 from mmcli.cli.options import DeviceOpt, FormatOpt, QuietOpt, StrictOpt
 
 if TYPE_CHECKING:
-    from mmcli.check import FileReport
+    from mmcli.check_embeddings import FileReport
 
 app = typer.Typer()
 
@@ -75,7 +75,7 @@ def check_embeddings(
     output_format: FormatOpt = OutputFormat.table,
 ) -> None:
     """Check multimodal encoder-output dumps: shapes, counts, masks, values, scatter/gather."""
-    from mmcli.check import check_file, exit_code, find_files, summary
+    from mmcli.check_embeddings import check_file, exit_code, find_files, summary
     from mmcli.devices import resolve_device
 
     target = resolve_device(device)

@@ -10,8 +10,9 @@ from rich.table import Table
 from rich.text import Text
 
 from mmcli.cli._boundary import guarded
-from mmcli.cli._output import OutputFormat, emit_json, human_bytes, stdout
+from mmcli.cli._output import OutputFormat, emit_json, stdout
 from mmcli.cli.options import FormatOpt
+from mmcli.text import human_bytes
 
 app = typer.Typer()
 
@@ -33,9 +34,9 @@ def inspect_file(
     output_format: FormatOpt = OutputFormat.table,
 ) -> None:
     """Show a safetensors file's tensors, metadata and dump-schema status from its header."""
-    from mmcli.dump_schema import FORMAT, KNOWN_METADATA, check_schema
+    from mmcli.dump.safetensors import read_header
+    from mmcli.dump.schema import FORMAT, KNOWN_METADATA, check_schema
     from mmcli.errors import InputError
-    from mmcli.safetensors_header import read_header
 
     header = read_header(file)
     # safetensors stores metadata in no particular order: known keys first, then the rest.

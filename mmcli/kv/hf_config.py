@@ -7,7 +7,6 @@ from typing import Any
 
 from mmcli.errors import InputError
 from mmcli.findings import Finding
-from mmcli.kv.fold import index_ranges
 from mmcli.kv.model import (
     DEFAULT_BLOCK_SIZE,
     FULL_TYPES,
@@ -21,6 +20,7 @@ from mmcli.kv.model import (
     type_name,
 )
 from mmcli.kv.spec import FullAttentionSpec, KVCacheSpec, Layer, SlidingWindowSpec, canonical_dtype
+from mmcli.text import index_ranges
 
 #: More layers than any model has; a larger ``num_hidden_layers`` is a corrupt config.
 MAX_LAYERS = 1_000_000

@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from mmcli._files import atomic_write
+from mmcli.atomic import atomic_write
 from mmcli.errors import InputError
 from mmcli.findings import Finding
 from mmcli.kv.config import parse_json, read_text

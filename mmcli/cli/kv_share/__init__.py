@@ -1,0 +1,229 @@
+"""``mmcli kv-share plan``: validate a cross-layer KV-sharing map and plan KV memory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from mmcli.cli._boundary import guarded
+from mmcli.cli._output import OutputFormat, emit_json, stderr
+from mmcli.cli.options import FormatOpt
+from mmcli.errors import EXIT_FINDINGS, EXIT_OK
+
+if TYPE_CHECKING:
+    from mmcli.kv.aliasing import AliasingReport
+    from mmcli.kv.plan import KVPlan
+
+app = typer.Typer(
+    help="Cross-layer KV-cache sharing: validate maps and plan KV memory.",
+    no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+EXAMPLE = (
+    "Example: mmcli kv-share plan samples/kv/gemma3n-e2b-like.json --memory 20GiB "
+    "--max-model-len 32768"
+)
+
+
+@app.command(
+    "plan",
+    epilog=EXAMPLE,
+    no_args_is_help=True,
+)
+@guarded
+def plan(
+    config: Annotated[
+        Path,
+        typer.Argument(
+            help="An mmcli layer config (.json or .toml) or a Hugging Face config.json.",
+            show_default=False,
+        ),
+    ],
+    map_path: Annotated[
+        Path | None,
+        typer.Option(
+            "--map",
+            help="A JSON object {layer: target} that replaces the map the config implies.",
+        ),
+    ] = None,
+    kv_dtype: Annotated[
+        str, typer.Option("--kv-dtype", help="auto (the config's dtype), bf16, fp16, fp32 or fp8.")
+    ] = "auto",
+    block_size: Annotated[
+        int | None,
+        typer.Option("--block-size", help="Tokens per KV block (default: the config's, else 16)."),
+    ] = None,
+    max_model_len: Annotated[
+        int | None,
+        typer.Option(
+            "--max-model-len",
+            help="Sequence length to plan for (default: max_position_embeddings).",
+        ),
+    ] = None,
+    max_num_batched_tokens: Annotated[
+        int,
+        typer.Option(
+            "--max-num-batched-tokens",
+            help="The engine's prefill chunk; sliding layers reserve blocks for it.",
+        ),
+    ] = 8192,
+    memory: Annotated[
+        str | None,
+        typer.Option(
+            "--memory",
+            help="KV-cache memory per GPU: 20GiB, 80GB, 512MiB or bytes. Adds blocks, "
+            "tokens and concurrency.",
+        ),
+    ] = None,
+    tensor_parallel_size: Annotated[
+        int,
+        typer.Option(
+            "--tensor-parallel-size",
+            help="Split KV heads across this many ranks; figures are per GPU.",
+        ),
+    ] = 1,
+    device: Annotated[
+        str,
+        typer.Option(
+            "--device",
+            help="Where the aliasing check allocates: meta (nothing), cpu, cuda or cuda:N.",
+        ),
+    ] = "meta",
+    emit_map: Annotated[
+        Path | None,
+        typer.Option("--emit-map", help="Write the resolved map {layer: target} as JSON here."),
+    ] = None,
+    all_layers: Annotated[
+        bool, typer.Option("--all-layers", help="One table row per layer (no folding).")
+    ] = False,
+    output_format: FormatOpt = OutputFormat.table,
+) -> None:
+    """Validate a KV-sharing map and plan the KV cache as the engine would build it.
+
+    Exit 0 when the map is valid, 1 when it has errors, 2 for bad input.
+    """
+    from mmcli.kv.aliasing import check_aliasing
+    from mmcli.kv.config import load_config
+    from mmcli.kv.map_file import apply_map, load_map, write_map
+    from mmcli.kv.plan import PlanOptions, parse_size, plan_kv_cache
+    from mmcli.kv.spec import canonical_dtype
+
+    if kv_dtype.strip().lower() != "auto":
+        canonical_dtype(kv_dtype, where="--kv-dtype")
+    memory_bytes = parse_size(memory) if memory is not None else None
+    _positive("--max-num-batched-tokens", max_num_batched_tokens)
+    if max_model_len is not None:
+        _positive("--max-model-len", max_model_len)
+    if block_size is not None:
+        _positive("--block-size", block_size)
+    _positive("--tensor-parallel-size", tensor_parallel_size)
+    target_device: Any = "meta"
+    if device.strip().lower() != "meta":
+        # Only a real device needs torch; the default meta check stays import-free and fast.
+        from mmcli.devices import resolve_device
+
+        target_device = resolve_device(device, allow_meta=True)
+        if target_device.type == "meta":
+            target_device = "meta"
+
+    model = load_config(config)
+    map_findings = apply_map(model, load_map(map_path)) if map_path is not None else []
+    options = PlanOptions(
+        block_size=block_size,
+        kv_dtype=kv_dtype.strip().lower(),
+        max_model_len=max_model_len,
+        memory_bytes=memory_bytes,
+        tensor_parallel_size=tensor_parallel_size,
+        max_num_batched_tokens=max_num_batched_tokens,
+    )
+    result = plan_kv_cache(model, options, extra_findings=map_findings)
+    aliasing = None if result.has_errors else check_aliasing(result, target_device)
+    if emit_map is not None:
+        written = write_map(emit_map, result.sharing_map())
+        stderr().print(f"wrote {written} map entries to {_escape(str(emit_map))}")
+    exit_code = EXIT_FINDINGS if result.has_errors else EXIT_OK
+    if aliasing is not None and not aliasing.verified:
+        exit_code = EXIT_FINDINGS
+    if output_format is OutputFormat.json:
+        emit_json(plan_document(result, aliasing, exit_code))
+    else:
+        from mmcli.cli.kv_share.render import render_plan
+
+        render_plan(result, aliasing, all_layers=all_layers)
+    raise typer.Exit(exit_code)
+
+
+_EXAMPLES = {
+    "--max-num-batched-tokens": "e.g. 8192 (vllm serve's default)",
+    "--max-model-len": "e.g. 32768",
+    "--block-size": "the engine's default is 16",
+    "--tensor-parallel-size": "the number of GPUs the model is split across, e.g. 1, 2, 8",
+}
+
+
+def _positive(option: str, value: int) -> None:
+    from mmcli.errors import InputError
+
+    if value <= 0:
+        raise InputError(
+            f"{option} must be a positive integer, got {value}", hint=_EXAMPLES[option]
+        )
+
+
+def _escape(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
+
+
+def plan_document(
+    result: KVPlan, aliasing: AliasingReport | None, exit_code: int
+) -> dict[str, Any]:
+    """The SPEC's JSON document for a plan."""
+    with_side, without = result.with_sharing, result.without_sharing
+
+    def pair(attr: str) -> dict[str, Any] | None:
+        values = [getattr(s, attr) if s is not None else None for s in (with_side, without)]
+        return {"with_sharing": values[0], "without_sharing": values[1]}
+
+    has_memory = result.options.memory_bytes is not None
+    layers = []
+    for i, layer in enumerate(result.layers):
+        spec = layer.spec
+        layers.append(
+            {
+                "index": i,
+                "name": layer.name,
+                "attention": layer.attention,
+                "num_kv_heads": spec.num_kv_heads if spec is not None else None,
+                "head_size": spec.head_size if spec is not None else None,
+                "dtype": spec.dtype if spec is not None else None,
+                "sliding_window": getattr(spec, "sliding_window", None),
+                "kv_sharing_target": layer.kv_sharing_target,
+                "group": result.group_of[i],
+            }
+        )
+    return {
+        "model": result.model,
+        "source": result.source,
+        "layers": layers,
+        "groups": [
+            {"index": g.index, "attention": g.attention, "layer_names": g.layer_names}
+            for g in result.groups
+        ],
+        "findings": [f.to_json(location="layer") for f in result.findings],
+        "memory": {
+            "page_size_bytes": result.page_size_bytes,
+            "bytes_per_token": pair("bytes_per_token"),
+            "per_sequence_bytes": pair("per_sequence_bytes"),
+            "savings_fraction": result.savings_fraction,
+            "num_blocks": pair("num_blocks") if has_memory else None,
+            "max_tokens": pair("max_tokens") if has_memory else None,
+            "max_concurrency": pair("max_concurrency") if has_memory else None,
+        },
+        "aliasing_verified": aliasing.verified if aliasing is not None else None,
+        "exit_code": exit_code,
+    }

@@ -1,0 +1,263 @@
+"""`mmcli bench`: JSON shape, options, --from DUMP, the correctness gate; no timing asserts."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from mmcli import bench
+from mmcli.cli.main import app
+from mmcli.dump import dump_encoder_outputs
+from mmcli.embeddings import fast as _fast
+
+runner = CliRunner()
+TINY = ["--hidden", "64", "--placeholders", "16,40", "--min-time", "0.001"]
+CASE_KEYS = {
+    "op",
+    "impl",
+    "num_placeholders",
+    "num_embeds",
+    "hidden",
+    "dtype",
+    "layout",
+    "median_us",
+    "iqr_us",
+    "gbps",
+    "copy_fraction",
+    "speedup_vs_reference",
+    "host_syncs",
+    "copy_us",
+}
+
+
+def invoke(*args: str) -> Any:
+    return runner.invoke(app, ["bench", *args], catch_exceptions=False)
+
+
+def test_quick_json_fields() -> None:
+    result = invoke("--quick", "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert set(doc) == {
+        "device",
+        "torch_version",
+        "threads",
+        "cases",
+        "summary",
+        "warnings",
+        "failures",
+        "exit_code",
+    }
+    cuda = doc["device"].startswith("cuda")
+    assert doc["device"] == ("cuda:0" if torch.cuda.is_available() else "cpu")
+    assert doc["torch_version"] == torch.__version__
+    assert doc["threads"] == (None if cuda else 1)
+    assert doc["failures"] == []
+    assert doc["exit_code"] == 0
+    assert all(isinstance(w, str) for w in doc["warnings"])
+    cases = doc["cases"]
+    assert {(c["op"], c["impl"], c["num_placeholders"]) for c in cases} == {
+        (op, impl, n)
+        for op in ("scatter", "gather")
+        for impl in ("reference", "fast")
+        for n in bench.QUICK_SUITE
+    }
+    assert len(cases) == 8
+    for c in cases:
+        assert set(c) == CASE_KEYS
+        assert c["hidden"] == 4096
+        assert c["dtype"] == "bfloat16"
+        assert c["layout"] == "interleaved"
+        mask = bench.make_mask(c["num_placeholders"], "interleaved")
+        assert c["num_embeds"] == int(mask.sum())
+        for key in ("median_us", "gbps", "copy_fraction", "copy_us", "speedup_vs_reference"):
+            assert isinstance(c[key], float) and c[key] > 0 and math.isfinite(c[key]), key
+        assert isinstance(c["iqr_us"], float) and c["iqr_us"] >= 0
+        if c["impl"] == "reference":
+            assert c["speedup_vs_reference"] == 1.0
+        if cuda:
+            assert isinstance(c["host_syncs"], int)
+            if c["impl"] == "fast":
+                assert c["host_syncs"] == 0
+        else:
+            assert c["host_syncs"] is None
+    summary = {(s["op"], s["impl"]): s for s in doc["summary"]}
+    assert set(summary) == {
+        (op, impl) for op in ("scatter", "gather") for impl in ("reference", "fast")
+    }
+    assert summary[("scatter", "reference")]["geomean_speedup_vs_reference"] == pytest.approx(1.0)
+    assert all(s["cases"] == 2 for s in summary.values())
+
+
+def test_table_output() -> None:
+    result = invoke("--device", "cpu", *TINY, "--layout", "contiguous,random")
+    assert result.exit_code == 0, result.stderr
+    assert "mmcli bench · cpu · bfloat16 · hidden 64" in result.stdout
+    assert "fast scatter:" in result.stdout
+    assert "fast gather:" in result.stdout
+    assert "contiguous" in result.stdout and "random" in result.stdout
+
+
+def test_options_select_cases() -> None:
+    result = invoke(
+        "--device", "cpu", *TINY, "--impl", "fast", "--op", "gather", "--dtype", "fp16",
+        "--layout", "contiguous", "--format", "json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    cases = json.loads(result.stdout)["cases"]
+    assert [(c["op"], c["impl"], c["num_placeholders"]) for c in cases] == [
+        ("gather", "fast", 16),
+        ("gather", "fast", 40),
+    ]
+    assert {c["dtype"] for c in cases} == {"float16"}
+    assert [c["num_embeds"] for c in cases] == [14, 38]
+    # without the reference in the run there is nothing to compare with
+    assert all(c["speedup_vs_reference"] is None for c in cases)
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (["--placeholders", "abc"], "error: --placeholders: 'abc' is not a positive integer"),
+        (["--placeholders", "0"], "error: --placeholders: '0' is not a positive integer"),
+        (["--placeholders", ","], "error: --placeholders is empty"),
+        (["--hidden", "0"], "error: --hidden must be at least 1, got 0"),
+        (["--device", "tpu:0"], "error: unknown device 'tpu:0'"),
+        (["--impl", "nope"], "error: --impl: unknown value 'nope'"),
+        (["--op", "scan"], "error: --op: unknown value 'scan'"),
+        (["--layout", "diagonal"], "error: --layout: unknown value 'diagonal'"),
+        (["--dtype", "int8"], "error: unknown dtype 'int8'"),
+        (["--min-time", "0"], "error: --min-time must be a positive number of seconds, got 0.0"),
+        (["--threads", "0"], "error: --threads must be at least 1, got 0"),
+        (
+            ["--from", "x.safetensors", "--placeholders", "8", "--layout", "random"],
+            "error: --placeholders, --layout cannot be combined with --from",
+        ),
+        (["--placeholders", "100000000000"], "error: the largest case needs about"),
+    ],
+)
+def test_bad_options_exit_2(args: list[str], error: str) -> None:
+    result = invoke(*args)
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 2, result.stderr
+    assert lines[0].startswith(error)
+    assert lines[1].startswith("hint: ")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is available here")
+def test_cuda_without_cuda_exits_2() -> None:
+    result = invoke("--device", "cuda")
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: device 'cuda' was asked for but CUDA is not available")
+
+
+def test_missing_dump_exits_2(tmp_path: Path) -> None:
+    result = invoke("--from", str(tmp_path / "missing.safetensors"))
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: ")
+    assert "Traceback" not in result.stderr
+
+
+def _dump(path: Path, masks: list[list[bool]], rows: list[int] | None = None) -> Path:
+    counts = rows if rows is not None else [sum(m) for m in masks]
+    embeds = [torch.randn(n, 32) for n in counts]
+    dump_encoder_outputs(path, embeds, is_embed=[torch.tensor(m, dtype=torch.bool) for m in masks])
+    return path
+
+
+def test_from_dump_uses_real_shapes_and_masks(tmp_path: Path) -> None:
+    dump = _dump(tmp_path / "d.safetensors", [[True] * 10 + [False], [False, True] * 6])
+    result = invoke(
+        "--from", str(dump), "--device", "cpu", "--min-time", "0.001", "--format", "json"
+    )
+    assert result.exit_code == 0, result.stderr
+    cases = json.loads(result.stdout)["cases"]
+    assert len(cases) == 8
+    by_item = {(c["item"], c["op"], c["impl"]): c for c in cases}
+    first = by_item[(0, "scatter", "fast")]
+    assert (first["num_placeholders"], first["num_embeds"], first["hidden"]) == (11, 10, 32)
+    assert first["layout"] == "dump"
+    assert first["dtype"] == "float32"
+    second = by_item[(1, "gather", "reference")]
+    assert (second["num_placeholders"], second["num_embeds"]) == (12, 6)
+
+
+def test_from_dump_stacked_and_without_masks(tmp_path: Path) -> None:
+    dump = tmp_path / "stacked.safetensors"
+    dump_encoder_outputs(dump, torch.randn(2, 5, 16).bfloat16())
+    result = invoke(
+        "--from", str(dump), "--device", "cpu", "--min-time", "0.001", "--format", "json"
+    )
+    assert result.exit_code == 0, result.stderr
+    cases = json.loads(result.stdout)["cases"]
+    assert {(c["item"], c["num_placeholders"], c["num_embeds"], c["dtype"]) for c in cases} == {
+        (0, 5, 5, "bfloat16"),
+        (1, 5, 5, "bfloat16"),
+    }
+
+
+def test_from_dump_with_a_bad_item_exits_2(tmp_path: Path) -> None:
+    dump = _dump(tmp_path / "bad.safetensors", [[True] * 4, [True, False, True]], rows=[4, 3])
+    result = invoke("--from", str(dump), "--device", "cpu")
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        f"error: {dump}: item 1: is_embed has 2 True positions but embeds has 3 rows",
+        "hint: run `mmcli check-embeddings` on the dump to see every problem",
+    ]
+
+
+def test_an_implementation_that_disagrees_is_not_timed(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = _fast.scatter
+
+    def broken(embeds: torch.Tensor, is_embed: torch.Tensor) -> torch.Tensor:
+        out = real(embeds, is_embed)
+        out[0] = 0
+        return out
+
+    monkeypatch.setattr(_fast, "scatter", broken)
+    result = invoke("--device", "cpu", *TINY, "--format", "json")
+    assert result.exit_code == 1
+    doc = json.loads(result.stdout)
+    assert doc["exit_code"] == 1
+    assert doc["failures"] == [
+        "scatter fast 16×64 interleaved: result differs from the reference",
+        "scatter fast 40×64 interleaved: result differs from the reference",
+    ]
+    assert not [c for c in doc["cases"] if (c["op"], c["impl"]) == ("scatter", "fast")]
+    assert "error: scatter fast 16×64 interleaved: result differs from the reference" in (
+        result.stderr
+    )
+
+
+def test_help_carries_an_example() -> None:
+    result = invoke("--help")
+    assert result.exit_code == 0
+    assert "mmcli bench --quick --format json" in result.stdout
+
+
+def test_masks_of_each_layout() -> None:
+    assert int(bench.make_mask(576, "interleaved").sum()) == 552
+    assert int(bench.make_mask(2304, "interleaved").sum()) == 2256
+    contiguous = bench.make_mask(576, "contiguous")
+    assert _fast.true_runs(contiguous) == [(1, 575)]
+    random = bench.make_mask(2304, "random")
+    assert torch.equal(random, bench.make_mask(2304, "random"))  # seeded
+    assert 0.85 < float(random.float().mean()) < 0.95
+    assert bench.make_mask(1, "interleaved").tolist() == [True]
+
+
+def test_parsers() -> None:
+    assert bench.parse_sizes(" 576, 2304,576") == (576, 2304)
+    assert bench.parse_choices("fast,REFERENCE,fast", "--impl", bench.IMPLS) == (
+        "fast",
+        "reference",
+    )
+    assert bench.parse_dtype("bfloat16") is torch.bfloat16
