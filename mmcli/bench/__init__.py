@@ -18,6 +18,7 @@ import torch
 
 from mmcli.bench.timing import Timing, count_host_syncs, sample, summarise
 from mmcli.devices import available_bytes
+from mmcli.dtypes import name_of
 from mmcli.embeddings import ops
 from mmcli.errors import InputError
 
@@ -27,16 +28,6 @@ IMPLS = ("reference", "fast")
 SUITE = (576, 2304, 9216)
 QUICK_SUITE = (576, 2304)
 QUICK_MIN_TIME = 0.05
-DTYPES = {
-    "bf16": torch.bfloat16,
-    "bfloat16": torch.bfloat16,
-    "fp16": torch.float16,
-    "float16": torch.float16,
-    "half": torch.float16,
-    "fp32": torch.float32,
-    "float32": torch.float32,
-    "float": torch.float32,
-}
 #: Share of embedding positions in the ``random`` layout (fixed seed: runs are comparable).
 RANDOM_EMBED_FRACTION = 0.9
 #: IQR over median above which a timing is reported as noisy (torch.utils.benchmark's bar).
@@ -76,19 +67,6 @@ def parse_sizes(text: str, option: str = "--placeholders") -> tuple[int, ...]:
             )
         sizes.append(int(part))
     return tuple(dict.fromkeys(sizes))
-
-
-def parse_dtype(text: str) -> torch.dtype:
-    """``bf16|fp16|fp32`` (or the torch names) → a floating dtype."""
-    dtype = DTYPES.get(text.strip().lower())
-    if dtype is None:
-        raise InputError(f"unknown dtype {text!r}", hint="use bf16, fp16 or fp32")
-    return dtype
-
-
-def dtype_name(dtype: torch.dtype) -> str:
-    """``torch.bfloat16`` → ``"bfloat16"``."""
-    return str(dtype).removeprefix("torch.")
 
 
 # ----------------------------------------------------------------------------- workloads
@@ -428,7 +406,7 @@ def _case(
         num_placeholders=w.num_placeholders,
         num_embeds=w.num_embeds,
         hidden=w.hidden,
-        dtype=dtype_name(w.embeds.dtype),
+        dtype=name_of(w.embeds.dtype),
         layout=w.layout,
         median_us=timing.median * 1e6,
         iqr_us=timing.iqr * 1e6,

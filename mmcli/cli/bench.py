@@ -88,6 +88,7 @@ def bench(
     """Time scatter/gather implementations against the reference and a same-size copy."""
     from mmcli import bench as engine
     from mmcli.devices import resolve_device
+    from mmcli.dtypes import bench_dtype
 
     impls = engine.parse_choices(impl, "--impl", engine.IMPLS)
     op_names = engine.parse_choices(op, "--op", engine.OPS)
@@ -101,7 +102,7 @@ def bench(
             hint="e.g. --min-time 0.2",
         )
     seconds = min_time if min_time is not None else (engine.QUICK_MIN_TIME if quick else 0.2)
-    torch_dtype = engine.parse_dtype(dtype) if dtype is not None else None
+    torch_dtype = bench_dtype(dtype) if dtype is not None else None
     target = resolve_device(device)
     if from_dump is not None:
         given = [
@@ -127,7 +128,7 @@ def bench(
             sizes,
             layouts,
             hidden if hidden is not None else 4096,
-            torch_dtype if torch_dtype is not None else engine.DTYPES["bf16"],
+            torch_dtype if torch_dtype is not None else bench_dtype("bf16"),
             target,
         )
 

@@ -21,6 +21,7 @@ from typing import BinaryIO
 import torch
 
 from mmcli.atomic import atomic_write
+from mmcli.dtypes import dump_code, dump_torch_dtype, name_of, torch_model_dtype
 from mmcli.dump.safetensors import Header, TensorInfo, natural_key, read_header
 from mmcli.dump.schema import (
     FORMAT,
@@ -29,27 +30,8 @@ from mmcli.dump.schema import (
     check_schema,
     int_metadata,
 )
-from mmcli.embeddings.sanity import dtype_name, parse_dtype, per_item_tensors
+from mmcli.embeddings.sanity import per_item_tensors
 from mmcli.errors import InputError
-
-_TORCH_DTYPES: dict[str, torch.dtype] = {
-    "BOOL": torch.bool,
-    "U8": torch.uint8,
-    "I8": torch.int8,
-    "I16": torch.int16,
-    "U16": torch.uint16,
-    "F16": torch.float16,
-    "BF16": torch.bfloat16,
-    "I32": torch.int32,
-    "U32": torch.uint32,
-    "F32": torch.float32,
-    "I64": torch.int64,
-    "U64": torch.uint64,
-    "F64": torch.float64,
-    "C64": torch.complex64,
-    "F8_E5M2": torch.float8_e5m2,
-    "F8_E4M3": torch.float8_e4m3fn,
-}
 
 
 def _read_into(path: Path, offset: int, buffer: torch.Tensor, name: str) -> None:
@@ -82,7 +64,7 @@ def read_tensor(
 
     Exactly the needed bytes are read, with a positioned read into a fresh tensor.
     """
-    dtype = _TORCH_DTYPES.get(info.dtype)
+    dtype = dump_torch_dtype(info.dtype)
     if dtype is None:
         raise InputError(
             f"{header.path}: tensor {info.name!r} has dtype {info.dtype}, which mmcli cannot load",
@@ -140,7 +122,7 @@ class Dump:
     def model_dtype(self) -> torch.dtype | None:
         """The model dtype from the metadata, if any."""
         value = self.header.metadata.get("dtype")
-        return parse_dtype(value) if value else None
+        return torch_model_dtype(value) if value else None
 
     def item_shape(self, index: int) -> tuple[int, ...]:
         """Item ``index``'s shape, from the header alone."""
@@ -202,7 +184,7 @@ def load_dump(path: str | os.PathLike[str], *, device: str | torch.device = "cpu
 
 def _metadata_value(key: str, value: object) -> str:
     if isinstance(value, torch.dtype):
-        return dtype_name(value)
+        return name_of(value)
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise InputError(
             f"metadata {key}={value!r} is a {type(value).__name__}; metadata values are strings",
@@ -279,20 +261,20 @@ def _write_safetensors(f: BinaryIO, tensors: dict[str, torch.Tensor], meta: dict
     Tensors go in order of decreasing element size (so each starts aligned to its element
     size), then by name; the header is compact JSON padded with spaces to 8 bytes.
     """
-    names = {dtype: name for name, dtype in _TORCH_DTYPES.items()}
     order = sorted(tensors, key=lambda n: (-tensors[n].element_size(), natural_key(n)))
     header: dict[str, object] = {"__metadata__": dict(sorted(meta.items()))}
     offset = 0
     for name in order:
         t = tensors[name]
-        if t.dtype not in names:
+        code = dump_code(t.dtype)
+        if code is None:
             raise InputError(
-                f"tensor {name!r} has dtype {dtype_name(t.dtype)}, which a dump cannot hold",
+                f"tensor {name!r} has dtype {name_of(t.dtype)}, which a dump cannot hold",
                 hint="convert it first, e.g. .float()",
             )
         size = t.numel() * t.element_size()
         header[name] = {
-            "dtype": names[t.dtype],
+            "dtype": code,
             "shape": list(t.shape),
             "data_offsets": [offset, offset + size],
         }

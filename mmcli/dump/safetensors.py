@@ -17,55 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mmcli.dtypes import BY_CODE
 from mmcli.errors import InputError
-
-#: Bits per element of each safetensors dtype (sub-byte float formats included).
-DTYPE_BITS: dict[str, int] = {
-    "BOOL": 8,
-    "U8": 8,
-    "I8": 8,
-    "F8_E5M2": 8,
-    "F8_E4M3": 8,
-    "F8_E8M0": 8,
-    "I16": 16,
-    "U16": 16,
-    "F16": 16,
-    "BF16": 16,
-    "I32": 32,
-    "U32": 32,
-    "F32": 32,
-    "I64": 64,
-    "U64": 64,
-    "F64": 64,
-    "C64": 64,
-    "F4": 4,
-    "F6_E2M3": 6,
-    "F6_E3M2": 6,
-}
-
-#: The readable dtype name shown for each safetensors dtype (torch's spelling where it has one).
-DTYPE_NAMES: dict[str, str] = {
-    "BOOL": "bool",
-    "U8": "uint8",
-    "I8": "int8",
-    "F8_E5M2": "float8_e5m2",
-    "F8_E4M3": "float8_e4m3fn",
-    "F8_E8M0": "float8_e8m0fnu",
-    "I16": "int16",
-    "U16": "uint16",
-    "F16": "float16",
-    "BF16": "bfloat16",
-    "I32": "int32",
-    "U32": "uint32",
-    "F32": "float32",
-    "I64": "int64",
-    "U64": "uint64",
-    "F64": "float64",
-    "C64": "complex64",
-    "F4": "float4_e2m1",
-    "F6_E2M3": "float6_e2m3",
-    "F6_E3M2": "float6_e3m2",
-}
 
 #: Headers larger than this are refused before reading them (the safetensors library's own cap).
 MAX_HEADER_BYTES = 100_000_000
@@ -106,7 +59,7 @@ class TensorInfo:
     @property
     def dtype_name(self) -> str:
         """The readable dtype name, e.g. ``bfloat16`` for ``BF16``."""
-        return DTYPE_NAMES[self.dtype]
+        return BY_CODE[self.dtype].name
 
 
 @dataclass(frozen=True)
@@ -277,11 +230,11 @@ def _tensor_info(path: Path, name: str, entry: Any, data_size: int) -> TensorInf
     if missing:
         raise _fail(path, f"{where} lacks {', '.join(missing)}")
     dtype = entry["dtype"]
-    if not isinstance(dtype, str) or dtype not in DTYPE_BITS:
+    if not isinstance(dtype, str) or dtype not in BY_CODE:
         raise _fail(
             path,
             f"{where} has unknown dtype {json.dumps(dtype)}",
-            f"known dtypes: {', '.join(DTYPE_BITS)}",
+            f"known dtypes: {', '.join(BY_CODE)}",
         )
     shape = entry["shape"]
     if not isinstance(shape, list) or not all(_is_int(d) and d >= 0 for d in shape):
@@ -313,7 +266,7 @@ def _tensor_info(path: Path, name: str, entry: Any, data_size: int) -> TensorInf
             f"{where} has data_offsets [{begin}, {end}] past the end of the data "
             f"({data_size} bytes after the header)",
         )
-    bits = numel * DTYPE_BITS[dtype]
+    bits = numel * BY_CODE[dtype].bits
     if bits % 8:
         raise _fail(path, f"{where}: {numel} elements of {dtype} do not fill whole bytes")
     if bits // 8 != end - begin:

@@ -12,35 +12,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from mmcli.dtypes import model_dtype
 from mmcli.dump.safetensors import Header
 from mmcli.errors import InputError
-
-#: Model dtype spellings accepted in metadata and options, and their canonical names.
-MODEL_DTYPES: dict[str, str] = {
-    "bf16": "bfloat16",
-    "bfloat16": "bfloat16",
-    "fp16": "float16",
-    "float16": "float16",
-    "half": "float16",
-    "fp32": "float32",
-    "float32": "float32",
-    "float": "float32",
-    "fp64": "float64",
-    "float64": "float64",
-    "double": "float64",
-}
-
-
-def canonical_dtype(value: str) -> str:
-    """``bf16``, ``torch.bfloat16``, … → ``bfloat16``; InputError for anything else."""
-    key = value.strip().lower().removeprefix("torch.")
-    if key not in MODEL_DTYPES:
-        raise InputError(
-            f"unknown model dtype {value!r}",
-            hint="use bf16, fp16 or fp32 (or bfloat16, float16, float32)",
-        )
-    return MODEL_DTYPES[key]
-
 
 FORMAT = "mm_dump"
 FORMAT_VERSION = "1"
@@ -154,7 +128,7 @@ def check_schema(header: Header) -> DumpLayout:
     int_metadata(header, "hidden_size", 1)
     if header.metadata.get("dtype"):
         try:
-            canonical_dtype(header.metadata["dtype"])
+            model_dtype(header.metadata["dtype"])
         except InputError as exc:
             raise InputError(
                 f"{header.path}: metadata dtype: {exc.message}", hint=exc.hint

@@ -15,7 +15,8 @@ from typing import Any
 
 import torch
 
-from mmcli.embeddings.hints import count_hint, dtype_name, ndim_hint, parse_dtype
+from mmcli.dtypes import name_of, torch_model_dtype
+from mmcli.embeddings.hints import count_hint, ndim_hint
 from mmcli.embeddings.ops import same_bits
 from mmcli.findings import Finding, Severity
 from mmcli.text import items_text, shape_text
@@ -68,7 +69,7 @@ class Diagnosis:
     ) -> None:
         self.expected_num_items = expected_num_items
         self.hidden_size = hidden_size
-        self.model_dtype = None if model_dtype is None else parse_dtype(model_dtype)
+        self.model_dtype = None if model_dtype is None else torch_model_dtype(model_dtype)
         self.fetch = fetch
         self.findings: list[Finding] = []
         self.items: list[ItemStats] = []
@@ -120,7 +121,7 @@ class Diagnosis:
         stats = ItemStats(
             index=index,
             shape=shape,
-            dtype=dtype_name(emb.dtype),
+            dtype=name_of(emb.dtype),
             num_placeholders=None,
             num_embeds=shape[0] if emb.ndim == 2 else None,
             finite=True if not floating else None,
@@ -200,7 +201,7 @@ class Diagnosis:
             self._add(
                 "mask-dtype",
                 "error",
-                f"mask for item {index} has dtype {dtype_name(mask.dtype)}; it must be bool",
+                f"mask for item {index} has dtype {name_of(mask.dtype)}; it must be bool",
                 "torch reads an integer 0/1 mask as row indices, which is silently wrong; "
                 "convert with mask.bool()",
                 index,
@@ -364,8 +365,8 @@ class Diagnosis:
             "roundtrip",
             "error",
             f"gather(scatter(item {index})) gave {shape_text(gathered.shape)} "
-            f"{dtype_name(gathered.dtype)}, expected {shape_text(emb.shape)} "
-            f"{dtype_name(emb.dtype)}",
+            f"{name_of(gathered.dtype)}, expected {shape_text(emb.shape)} "
+            f"{name_of(emb.dtype)}",
             "the scatter/gather implementation changes the shape or dtype",
             index,
         )
@@ -376,7 +377,7 @@ class Diagnosis:
         self._add(
             "roundtrip",
             "error",
-            f"scatter/gather of item {index} ({dtype_name(emb.dtype)} on {emb.device}) "
+            f"scatter/gather of item {index} ({name_of(emb.dtype)} on {emb.device}) "
             f"failed: {reason}",
             "the engine's merge would fail the same way: return embeddings in the model dtype "
             "(bf16, fp16 or fp32)",
@@ -398,8 +399,8 @@ class Diagnosis:
                 "roundtrip",
                 "error",
                 f"stored placeholders for item {index} are {shape_text(stored.shape)} "
-                f"{dtype_name(stored.dtype)}, expected {shape_text(expected)} "
-                f"{dtype_name(emb.dtype)}",
+                f"{name_of(stored.dtype)}, expected {shape_text(expected)} "
+                f"{name_of(emb.dtype)}",
                 hint,
                 index,
             )
@@ -483,7 +484,7 @@ class Diagnosis:
             "missing .to(model dtype) after the projector"
         )
         if self.model_dtype is not None:
-            want = dtype_name(self.model_dtype)
+            want = name_of(self.model_dtype)
             for name, indices in sorted(self._dtypes.items()):
                 if name != want:
                     self._add(

@@ -4,24 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import torch
-
-from mmcli.dump.schema import canonical_dtype
-
 BLAME = "the model's get_multimodal_embeddings / embed_multimodal"
-
-
-def parse_dtype(value: str | torch.dtype) -> torch.dtype:
-    """``bf16``, ``bfloat16``, ``torch.bfloat16``, … → the floating torch dtype."""
-    if isinstance(value, torch.dtype):
-        return value
-    dtype: torch.dtype = getattr(torch, canonical_dtype(value))
-    return dtype
-
-
-def dtype_name(dtype: torch.dtype) -> str:
-    """``torch.bfloat16`` → ``bfloat16``."""
-    return str(dtype).removeprefix("torch.")
 
 
 def count_hint(found: int, expected: int) -> str:

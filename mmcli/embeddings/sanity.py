@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from mmcli.embeddings.diagnosis import Diagnosis, ItemStats
-from mmcli.embeddings.hints import BLAME, count_hint, dtype_name, ndim_hint, parse_dtype
+from mmcli.embeddings.hints import BLAME, count_hint, ndim_hint
 from mmcli.embeddings.ops import Impl, gather_mm_placeholders, scatter_mm_placeholders
 from mmcli.errors import EncoderOutputError, InputError
 from mmcli.findings import Finding
@@ -25,9 +25,7 @@ __all__ = [
     "Diagnosis",
     "ItemStats",
     "diagnose_mm_encoder_outputs",
-    "dtype_name",
     "items_text",
-    "parse_dtype",
     "run_roundtrip",
     "sanity_check_mm_encoder_outputs",
     "shape_text",

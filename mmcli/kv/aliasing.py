@@ -5,18 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from mmcli.dtypes import kv_torch_dtype
 from mmcli.errors import InputError
 from mmcli.kv.plan import KVPlan
 from mmcli.kv.sharing import initialize_kv_cache_for_kv_sharing
 from mmcli.kv.spec import KVCacheGroupSpec
-
-#: torch dtype attribute names for mmcli's canonical KV dtypes.
-_TORCH_DTYPES = {
-    "float32": "float32",
-    "float16": "float16",
-    "bfloat16": "bfloat16",
-    "fp8": "float8_e4m3fn",
-}
 
 
 @dataclass(frozen=True)
@@ -79,7 +72,7 @@ def check_aliasing(plan: KVPlan, device: Any) -> AliasingReport:
         tensors = len(buffers)
         for group in groups:
             spec = group.kv_cache_spec
-            dtype = getattr(torch, _TORCH_DTYPES[spec.dtype])
+            dtype = kv_torch_dtype(spec.dtype)
             shape = (2, 1, spec.block_size, spec.num_kv_heads, spec.head_size)
             for i, name in enumerate(group.layer_names):
                 caches[name] = buffers[i].view(dtype).view(shape)

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from mmcli.dtypes import kv_dtype
 from mmcli.errors import InputError
 from mmcli.kv.hf_config import parse_hf_config
 from mmcli.kv.model import (
@@ -21,7 +22,7 @@ from mmcli.kv.model import (
     string,
     type_name,
 )
-from mmcli.kv.spec import FullAttentionSpec, KVCacheSpec, Layer, SlidingWindowSpec, canonical_dtype
+from mmcli.kv.spec import FullAttentionSpec, KVCacheSpec, Layer, SlidingWindowSpec
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -146,7 +147,7 @@ def _make_spec(
     )
     if values.get("dtype") is None:
         raise InputError(f"{where}: dtype is missing", hint='set dtype, e.g. "bfloat16"')
-    dtype = canonical_dtype(string(values["dtype"], f"{where}.dtype"), where=f"{where}.dtype")
+    dtype = kv_dtype(string(values["dtype"], f"{where}.dtype"), where=f"{where}.dtype")
     if kind in FULL_TYPES:
         return FullAttentionSpec(block, heads, head, dtype), "full"
     if kind in SLIDING_TYPES:

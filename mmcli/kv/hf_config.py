@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from mmcli.dtypes import kv_dtype
 from mmcli.errors import InputError
 from mmcli.findings import Finding
 from mmcli.kv.model import (
@@ -19,7 +20,7 @@ from mmcli.kv.model import (
     string,
     type_name,
 )
-from mmcli.kv.spec import FullAttentionSpec, KVCacheSpec, Layer, SlidingWindowSpec, canonical_dtype
+from mmcli.kv.spec import FullAttentionSpec, KVCacheSpec, Layer, SlidingWindowSpec
 from mmcli.text import index_ranges
 
 #: More layers than any model has; a larger ``num_hidden_layers`` is a corrupt config.
@@ -49,7 +50,7 @@ def _hf_dtype(doc: dict[str, Any], text: dict[str, Any], where: str) -> tuple[st
         return "bfloat16", [
             Finding("dtype", "info", note, hint="pass --kv-dtype to plan another KV dtype")
         ]
-    dtype = canonical_dtype(string(raw, f"{where}: torch_dtype"), where=f"{where}: torch_dtype")
+    dtype = kv_dtype(string(raw, f"{where}: torch_dtype"), where=f"{where}: torch_dtype")
     if dtype == "float32":
         note = (
             "torch_dtype is float32; the engine's default dtype serves float32 checkpoints in "

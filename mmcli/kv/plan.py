@@ -5,11 +5,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
+from mmcli.dtypes import kv_dtype
 from mmcli.errors import InputError
 from mmcli.findings import Finding
 from mmcli.kv.model import ModelConfig
 from mmcli.kv.sharing import validate_sharing_map
-from mmcli.kv.spec import KVCacheSpec, Layer, canonical_dtype, cdiv
+from mmcli.kv.spec import KVCacheSpec, Layer, cdiv
 
 #: vLLM's default ``max_num_batched_tokens`` for ``vllm serve`` on a GPU; it bounds how far
 #: past its window a sliding layer's blocks reach during a prefill chunk.
@@ -168,7 +169,7 @@ def _apply_options(config: ModelConfig, options: PlanOptions) -> list[Layer]:
             f"--tensor-parallel-size {tp}",
             hint="the engine needs num_attention_heads divisible by the tensor-parallel size",
         )
-    dtype = None if options.kv_dtype == "auto" else canonical_dtype(options.kv_dtype)
+    dtype = None if options.kv_dtype == "auto" else kv_dtype(options.kv_dtype)
     if options.block_size is not None and options.block_size <= 0:
         raise InputError(
             f"--block-size must be a positive integer, got {options.block_size}",

@@ -3,48 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Final
 
+from mmcli.dtypes import KV_DTYPE_BYTES, kv_dtype_or_none
 from mmcli.errors import InputError
-
-#: Bytes per element of each KV-cache dtype mmcli plans for, by canonical name.
-DTYPE_BYTES: Final[dict[str, int]] = {
-    "float32": 4,
-    "float16": 2,
-    "bfloat16": 2,
-    "fp8": 1,
-}
-
-#: Spellings accepted in configs and on the command line, mapped to canonical names.
-DTYPE_ALIASES: Final[dict[str, str]] = {
-    "float32": "float32",
-    "fp32": "float32",
-    "float": "float32",
-    "torch.float32": "float32",
-    "float16": "float16",
-    "fp16": "float16",
-    "half": "float16",
-    "torch.float16": "float16",
-    "bfloat16": "bfloat16",
-    "bf16": "bfloat16",
-    "torch.bfloat16": "bfloat16",
-    "fp8": "fp8",
-    "fp8_e4m3": "fp8",
-    "fp8_e5m2": "fp8",
-    "float8_e4m3fn": "fp8",
-    "float8_e5m2": "fp8",
-}
-
-
-def canonical_dtype(name: str, *, where: str = "dtype") -> str:
-    """The canonical name of a KV dtype spelling (``bf16`` → ``bfloat16``), or an InputError."""
-    canonical = DTYPE_ALIASES.get(name.strip().lower())
-    if canonical is None:
-        raise InputError(
-            f"{where}: unknown dtype {name!r}",
-            hint="use one of: float32 (fp32), float16 (fp16), bfloat16 (bf16), fp8",
-        )
-    return canonical
 
 
 def cdiv(a: int, b: int) -> int:
@@ -69,15 +30,14 @@ class KVCacheSpec:
                     f"{name} must be a positive integer, got {value!r}",
                     hint="KV heads, head size and block size are counts greater than 0",
                 )
-        if self.dtype not in DTYPE_BYTES:
+        if self.dtype not in KV_DTYPE_BYTES:
             # Also take a torch dtype or another spelling (torch.bfloat16, "bf16"), as the
             # engine's specs carry torch dtypes.
-            spelled = str(self.dtype).strip().lower().removeprefix("torch.")
-            canonical = DTYPE_ALIASES.get(spelled)
+            canonical = kv_dtype_or_none(str(self.dtype))
             if canonical is None:
                 raise InputError(
                     f"unknown KV dtype {self.dtype!r}",
-                    hint=f"use one of: {', '.join(DTYPE_BYTES)}",
+                    hint=f"use one of: {', '.join(KV_DTYPE_BYTES)}",
                 )
             object.__setattr__(self, "dtype", canonical)
 
@@ -89,7 +49,7 @@ class KVCacheSpec:
     @property
     def dtype_bytes(self) -> int:
         """Bytes per element."""
-        return DTYPE_BYTES[self.dtype]
+        return KV_DTYPE_BYTES[self.dtype]
 
     @property
     def bytes_per_token(self) -> int:

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from mmcli import bench
 from mmcli.cli.main import app
+from mmcli.dtypes import bench_dtype
 from mmcli.dump import dump_encoder_outputs
 from mmcli.embeddings import fast as _fast
 
@@ -260,4 +261,4 @@ def test_parsers() -> None:
         "fast",
         "reference",
     )
-    assert bench.parse_dtype("bfloat16") is torch.bfloat16
+    assert bench_dtype("bfloat16") is torch.bfloat16

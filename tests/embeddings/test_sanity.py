@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mmcli import diagnose_mm_encoder_outputs, sanity_check_mm_encoder_outputs
-from mmcli.embeddings.hints import parse_dtype
+from mmcli.dtypes import torch_model_dtype as parse_dtype
 from mmcli.errors import EXIT_FINDINGS, EncoderOutputError, InputError
 from mmcli.text import items_text
 

@@ -105,11 +105,11 @@ def plan(
 
     Exit 0 when the map is valid, 1 when it has errors, 2 for bad input.
     """
+    from mmcli.dtypes import kv_dtype as canonical_dtype
     from mmcli.kv.aliasing import check_aliasing
     from mmcli.kv.config import load_config
     from mmcli.kv.map_file import apply_map, load_map, write_map
     from mmcli.kv.plan import PlanOptions, parse_size, plan_kv_cache
-    from mmcli.kv.spec import canonical_dtype
 
     if kv_dtype.strip().lower() != "auto":
         canonical_dtype(kv_dtype, where="--kv-dtype")
