@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.table import Table
@@ -34,55 +34,15 @@ def inspect_file(
     output_format: FormatOpt = OutputFormat.table,
 ) -> None:
     """Show a safetensors file's tensors, metadata and dump-schema status from its header."""
-    from mmcli.dump.safetensors import read_header
-    from mmcli.dump.schema import FORMAT, KNOWN_METADATA, check_schema
-    from mmcli.errors import InputError
+    from mmcli.dump.schema import FORMAT
+    from mmcli.dump.summary import summarize
 
-    header = read_header(file)
-    # safetensors stores metadata in no particular order: known keys first, then the rest.
-    rank = {key: i for i, key in enumerate(KNOWN_METADATA)}
-    metadata = dict(
-        sorted(header.metadata.items(), key=lambda kv: (rank.get(kv[0], len(rank)), kv[0]))
-    )
-    layout = None
-    problem = None
-    try:
-        layout = check_schema(header)
-    except InputError as exc:
-        problem = exc.message.removeprefix(f"{header.path}: ")
-    tensors: list[dict[str, Any]] = [
-        {
-            "name": t.name,
-            "dtype": t.dtype_name,
-            "safetensors_dtype": t.dtype,
-            "shape": list(t.shape),
-            "bytes": t.nbytes,
-            "data_offsets": [t.begin, t.end],
-        }
-        for t in header.tensors.values()
-    ]
-    dump: dict[str, Any] = {
-        "follows_schema": layout is not None,
-        "problem": problem,
-        "num_items": None if layout is None else layout.num_items,
-        "stacked": None if layout is None else layout.stacked,
-        "masks": None if layout is None else sorted(layout.masks),
-        "placeholders": None if layout is None else sorted(layout.placeholders),
-    }
+    summary = summarize(file)
     if output_format is OutputFormat.json:
-        emit_json(
-            {
-                "path": str(header.path),
-                "file_size": header.file_size,
-                "header_bytes": header.header_size,
-                "data_bytes": header.data_bytes,
-                "tensors": tensors,
-                "metadata": metadata,
-                "dump": dump,
-                "exit_code": 0,
-            }
-        )
+        emit_json(summary.to_json())
         return
+    header, layout, problem = summary.header, summary.layout, summary.problem
+    tensors = summary.tensors
     out = stdout()
     out.print(
         Text.assemble(
@@ -97,16 +57,16 @@ def inspect_file(
     table.add_column("bytes", justify="right")
     for t in tensors:
         table.add_row(
-            Text(str(t["name"])),
-            Text(str(t["dtype"])),
-            Text("[" + ", ".join(str(d) for d in t["shape"]) + "]"),
-            Text(f"{t['bytes']:,}"),
+            Text(t.name),
+            Text(t.dtype_name),
+            Text("[" + ", ".join(str(d) for d in t.shape) + "]"),
+            Text(f"{t.nbytes:,}"),
         )
     if tensors:
         out.print(table)
-    if metadata:
+    if summary.metadata:
         out.print(Text("metadata", style="bold"))
-        for key, value in metadata.items():
+        for key, value in summary.metadata.items():
             out.print(Text(f"  {key} = {value}"), soft_wrap=True)
     if layout is not None:
         kind = "one stacked tensor" if layout.stacked else "per-item tensors"

@@ -1,0 +1,174 @@
+"""The package's shape, checked from the source: no import cycles, dependencies point down.
+
+The import graph is computed with ``ast`` from every ``import`` in ``mmcli/`` — module level
+and inside functions alike (a lazy import is still a dependency) — except those under
+``if TYPE_CHECKING:``, which never run.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import mmcli
+
+PACKAGE = Path(mmcli.__file__).resolve().parent
+MAX_LINES = 400
+
+#: Room → rooms (prefixes) it must never import, directly or through another module.
+FORBIDDEN = {
+    "mmcli.embeddings": ("mmcli.cli", "mmcli.check_embeddings", "mmcli.dump", "mmcli.bench"),
+    "mmcli.dump": ("mmcli.cli", "mmcli.check_embeddings", "mmcli.embeddings.diagnosis"),
+    "mmcli.kv": ("mmcli.cli", "mmcli.embeddings", "mmcli.dump", "mmcli.bench"),
+    "mmcli.bench": ("mmcli.cli", "mmcli.check_embeddings", "mmcli.kv"),
+    "mmcli.check_embeddings": ("mmcli.cli",),
+    # The shared vocabulary sits under every room.
+    "mmcli.errors": ("mmcli.",),
+    "mmcli.findings": ("mmcli.",),
+    "mmcli.dtypes": ("mmcli.cli", "mmcli.embeddings", "mmcli.dump", "mmcli.kv", "mmcli.bench"),
+    "mmcli.text": ("mmcli.",),
+    "mmcli.atomic": ("mmcli.cli", "mmcli.embeddings", "mmcli.dump", "mmcli.kv", "mmcli.bench"),
+}
+#: Imports a base module may make in spite of a ``"mmcli."`` ban above.
+BASE_ALLOWED = {"mmcli.errors"}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _runtime_nodes(tree: ast.AST) -> Iterator[ast.AST]:
+    """Every node except those under ``if TYPE_CHECKING:``."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            yield from (n for child in node.orelse for n in [child, *_runtime_nodes(child)])
+            continue
+        yield node
+        yield from _runtime_nodes(node)
+
+
+def imports_of(name: str) -> set[str]:
+    """The mmcli modules that module ``name`` imports when it runs."""
+    path = MODULES[name]
+    is_package = path.name == "__init__.py"
+    found: set[str] = set()
+    for node in _runtime_nodes(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name in MODULES)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = name if is_package else name.rpartition(".")[0]
+                for _ in range(node.level - 1):
+                    anchor = anchor.rpartition(".")[0]
+                base = f"{anchor}.{base}" if base else anchor
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                if sub in MODULES:
+                    found.add(sub)
+                elif base in MODULES:
+                    found.add(base)
+    found.discard(name)
+    return found
+
+
+GRAPH = {name: imports_of(name) for name in MODULES}
+
+
+def reachable(start: str) -> set[str]:
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        for nxt in GRAPH[todo.pop()]:
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
+
+
+def find_cycle() -> list[str] | None:
+    """One import cycle as a list of modules, or None (iterative three-colour DFS)."""
+    colour = dict.fromkeys(GRAPH, 0)
+    for root in GRAPH:
+        if colour[root]:
+            continue
+        stack: list[tuple[str, Iterator[str]]] = [(root, iter(sorted(GRAPH[root])))]
+        colour[root] = 1
+        while stack:
+            node, children = stack[-1]
+            child = next(children, None)
+            if child is None:
+                colour[node] = 2
+                stack.pop()
+            elif colour[child] == 1:
+                path = [n for n, _ in stack]
+                return [*path[path.index(child) :], child]
+            elif colour[child] == 0:
+                colour[child] = 1
+                stack.append((child, iter(sorted(GRAPH[child]))))
+    return None
+
+
+def test_graph_sees_the_rooms() -> None:
+    # The walk itself must work, or every check below passes vacuously.
+    assert "mmcli.embeddings.ops" in MODULES
+    assert "mmcli.errors" in GRAPH["mmcli.embeddings.ops"]
+    assert "mmcli.cli.kv_share" in GRAPH["mmcli.cli.main"]
+
+
+def test_no_import_cycle() -> None:
+    assert find_cycle() is None, " → ".join(find_cycle() or [])
+
+
+def test_cycle_finder_finds_a_cycle() -> None:
+    saved = dict(GRAPH)
+    try:
+        GRAPH["mmcli.errors"] = {"mmcli.dtypes"}
+        cycle = find_cycle()
+        assert cycle is not None and cycle[0] == cycle[-1]
+        assert set(cycle) == {"mmcli.dtypes", "mmcli.errors"}
+    finally:
+        GRAPH.clear()
+        GRAPH.update(saved)
+
+
+@pytest.mark.parametrize("room", sorted(FORBIDDEN))
+def test_dependencies_point_down(room: str) -> None:
+    members = [m for m in MODULES if m == room or m.startswith(room + ".")]
+    assert members, room
+    bad = []
+    for member in members:
+        for target in sorted(reachable(member)):
+            if target in BASE_ALLOWED and FORBIDDEN[room] == ("mmcli.",):
+                continue
+            if any(target == b or target.startswith(b) for b in FORBIDDEN[room]):
+                bad.append(f"{member} → {target}")
+    assert not bad, bad
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_module_size(name: str) -> None:
+    lines = len(MODULES[name].read_text(encoding="utf-8").splitlines())
+    assert lines <= MAX_LINES, f"{name} has {lines} lines: what second job did it take on?"
+
+
+def test_docstrings_cite_no_outside_documents() -> None:
+    cited = [
+        f"{name}: {line.strip()}"
+        for name, path in MODULES.items()
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if "SPEC §" in line or "REFERENCE §" in line
+    ]
+    assert not cited, cited
+
+
+def test_public_names_resolve() -> None:
+    for name in mmcli.__all__:
+        assert getattr(mmcli, name) is not None, name
