@@ -1,10 +1,8 @@
-"""Read a layer config: mmcli's own format (JSON or TOML), or a Hugging Face ``config.json``."""
+"""mmcli's layer-config format (JSON or TOML), and :func:`load_config`, which also reads a
+Hugging Face ``config.json`` (see :mod:`mmcli.kv.hf_config`)."""
 
 from __future__ import annotations
 
-import json
-import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,16 +16,10 @@ from mmcli.kv.model import (
     NO_KV_TYPES,
     SLIDING_TYPES,
     ModelConfig,
-    positive_int,
-    string,
-    type_name,
 )
+from mmcli.kv.readers import read_json_or_toml
 from mmcli.kv.spec import FullAttentionSpec, KVCacheSpec, Layer, SlidingWindowSpec
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
+from mmcli.kv.values import positive_int, string, type_name
 
 _LAYER_KEYS = frozenset(
     {
@@ -45,62 +37,9 @@ _DEFAULT_KEYS = _LAYER_KEYS - {"name", "kv_sharing_target"}
 _TOP_KEYS = frozenset({"name", "defaults", "layers", "max_model_len"})
 
 
-def read_text(path: Path) -> str:
-    """A config or map file's text, refusing a binary (non-UTF-8) file with a clear error."""
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(
-            f"{path}: not a text file (byte {exc.start} is not UTF-8)",
-            hint="configs and maps are UTF-8 JSON or TOML files",
-        ) from None
-
-
-def syntax_problem(exc: BaseException) -> str:
-    """What a parser's non-syntax failure means: nesting past the recursion limit, or an
-    integer past Python's digit limit (both raised outside the parsers' own error types)."""
-    if isinstance(exc, RecursionError):
-        return "nested too deeply"
-    text = str(exc)
-    if text.startswith("Exceeds the limit"):
-        return "an integer with too many digits"
-    return text
-
-
-def parse_json(
-    path: Path,
-    text: str,
-    *,
-    hint: str = "check the file's syntax",
-    object_pairs_hook: Callable[[list[tuple[str, Any]]], Any] | None = None,
-) -> Any:
-    """``json.loads`` with every way it can fail (syntax, nesting depth, huge integers) turned
-    into one InputError naming the file."""
-    try:
-        return json.loads(text, object_pairs_hook=object_pairs_hook)
-    except json.JSONDecodeError as exc:
-        raise InputError(
-            f"{path}: invalid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}",
-            hint=hint,
-        ) from None
-    except (ValueError, RecursionError) as exc:
-        raise InputError(f"{path}: invalid JSON: {syntax_problem(exc)}", hint=hint) from None
-
-
 def read_document(path: Path) -> dict[str, Any]:
-    """Parse a JSON or TOML file (by suffix) into a dict, with clear errors for bad syntax."""
-    text = read_text(path)
-    if path.suffix.lower() == ".toml":
-        try:
-            doc: Any = tomllib.loads(text)
-        except (ValueError, RecursionError) as exc:  # TOMLDecodeError is a ValueError
-            raise InputError(
-                f"{path}: invalid TOML: {syntax_problem(exc)}", hint="check the file's syntax"
-            ) from None
-    else:
-        doc = parse_json(
-            path, text, hint="check the file's syntax (TOML files need the .toml suffix)"
-        )
+    """Parse a JSON or TOML config file (by suffix) into a dict, with clear errors."""
+    doc = read_json_or_toml(path)
     if not isinstance(doc, dict):
         raise InputError(
             f"{path}: expected an object at the top level, got {type_name(doc)}",

@@ -15,12 +15,9 @@ from mmcli.kv.model import (
     NO_KV_TYPES,
     SLIDING_TYPES,
     ModelConfig,
-    optional_int,
-    shown,
-    string,
-    type_name,
 )
 from mmcli.kv.spec import FullAttentionSpec, KVCacheSpec, Layer, SlidingWindowSpec
+from mmcli.kv.values import optional_int, shown, string, type_name
 from mmcli.text import index_ranges
 
 #: More layers than any model has; a larger ``num_hidden_layers`` is a corrupt config.

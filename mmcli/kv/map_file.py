@@ -10,8 +10,9 @@ from typing import Any
 from mmcli.atomic import atomic_write
 from mmcli.errors import InputError
 from mmcli.findings import Finding
-from mmcli.kv.config import parse_json, read_text
-from mmcli.kv.model import ModelConfig, shown, type_name
+from mmcli.kv.model import ModelConfig
+from mmcli.kv.readers import parse_json, read_text
+from mmcli.kv.values import shown, type_name
 
 
 class _Pairs(list[tuple[str, Any]]):

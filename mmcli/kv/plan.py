@@ -2,68 +2,15 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field, replace
+from typing import Any
 
-from mmcli.dtypes import kv_dtype
 from mmcli.errors import InputError
 from mmcli.findings import Finding
 from mmcli.kv.model import ModelConfig
+from mmcli.kv.options import PlanOptions
 from mmcli.kv.sharing import validate_sharing_map
 from mmcli.kv.spec import KVCacheSpec, Layer, cdiv
-
-#: vLLM's default ``max_num_batched_tokens`` for ``vllm serve`` on a GPU; it bounds how far
-#: past its window a sliding layer's blocks reach during a prefill chunk.
-DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
-
-_UNITS = {
-    "": 1,
-    "b": 1,
-    "kb": 10**3,
-    "mb": 10**6,
-    "gb": 10**9,
-    "tb": 10**12,
-    "kib": 2**10,
-    "mib": 2**20,
-    "gib": 2**30,
-    "tib": 2**40,
-}
-_SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
-
-
-def parse_size(text: str) -> int:
-    """Bytes in ``20GiB``, ``80GB``, ``512MiB``, ``1.5GiB`` or a plain byte count."""
-    match = _SIZE.match(text)
-    unit = match.group(2).lower() if match else ""
-    if match is None or unit not in _UNITS:
-        raise InputError(
-            f"cannot read {text!r} as a memory size",
-            hint="write a number with a unit: B, KB, MB, GB, TB (powers of 1000) or KiB, MiB, "
-            "GiB, TiB (powers of 1024), e.g. 20GiB; or plain bytes",
-        )
-    from decimal import Decimal, InvalidOperation  # exact for "1.5GiB"; lazy: slow import
-
-    try:
-        value = int(Decimal(match.group(1)) * _UNITS[unit])
-    except InvalidOperation:  # pragma: no cover - the regex admits only decimals
-        raise InputError(f"cannot read {text!r} as a memory size") from None
-    if value <= 0:
-        raise InputError(
-            f"memory size {text!r} is zero bytes", hint="give the KV-cache memory per GPU"
-        )
-    return value
-
-
-@dataclass(frozen=True)
-class PlanOptions:
-    """What the command line can change about a plan."""
-
-    block_size: int | None = None
-    kv_dtype: str = "auto"
-    max_model_len: int | None = None
-    memory_bytes: int | None = None
-    tensor_parallel_size: int = 1
-    max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS
 
 
 @dataclass
@@ -135,6 +82,58 @@ class KVPlan:
             if layer.kv_sharing_target is not None
         }
 
+    def to_json(self, *, aliasing_verified: bool | None, exit_code: int) -> dict[str, Any]:
+        """The plan as ``kv-share plan --format json`` prints it.
+
+        ``aliasing_verified`` is the aliasing check's verdict (None: not run, the map has
+        errors); ``exit_code`` the command's. Figures that need ``--memory`` are null
+        without it; a side that was not planned has null figures.
+        """
+        with_side, without = self.with_sharing, self.without_sharing
+
+        def pair(attr: str) -> dict[str, Any]:
+            values = [getattr(s, attr) if s is not None else None for s in (with_side, without)]
+            return {"with_sharing": values[0], "without_sharing": values[1]}
+
+        has_memory = self.options.memory_bytes is not None
+        layers = []
+        for i, layer in enumerate(self.layers):
+            spec = layer.spec
+            layers.append(
+                {
+                    "index": i,
+                    "name": layer.name,
+                    "attention": layer.attention,
+                    "num_kv_heads": spec.num_kv_heads if spec is not None else None,
+                    "head_size": spec.head_size if spec is not None else None,
+                    "dtype": spec.dtype if spec is not None else None,
+                    "sliding_window": getattr(spec, "sliding_window", None),
+                    "kv_sharing_target": layer.kv_sharing_target,
+                    "group": self.group_of[i],
+                }
+            )
+        return {
+            "model": self.model,
+            "source": self.source,
+            "layers": layers,
+            "groups": [
+                {"index": g.index, "attention": g.attention, "layer_names": g.layer_names}
+                for g in self.groups
+            ],
+            "findings": [f.to_json(location="layer") for f in self.findings],
+            "memory": {
+                "page_size_bytes": self.page_size_bytes,
+                "bytes_per_token": pair("bytes_per_token"),
+                "per_sequence_bytes": pair("per_sequence_bytes"),
+                "savings_fraction": self.savings_fraction,
+                "num_blocks": pair("num_blocks") if has_memory else None,
+                "max_tokens": pair("max_tokens") if has_memory else None,
+                "max_concurrency": pair("max_concurrency") if has_memory else None,
+            },
+            "aliasing_verified": aliasing_verified,
+            "exit_code": exit_code,
+        }
+
 
 def _heads_per_rank(heads: int, tp: int, where: str) -> int:
     """KV heads one tensor-parallel rank holds: split, or replicated when tp > heads."""
@@ -158,10 +157,6 @@ def _heads_per_rank(heads: int, tp: int, where: str) -> int:
 def _apply_options(config: ModelConfig, options: PlanOptions) -> list[Layer]:
     """The layers with --kv-dtype, --block-size and tensor parallelism applied."""
     tp = options.tensor_parallel_size
-    if tp < 1:
-        raise InputError(
-            f"--tensor-parallel-size must be at least 1, got {tp}", hint="e.g. 1, 2, 4, 8"
-        )
     heads = config.num_attention_heads
     if tp > 1 and heads is not None and heads % tp:
         raise InputError(
@@ -169,12 +164,7 @@ def _apply_options(config: ModelConfig, options: PlanOptions) -> list[Layer]:
             f"--tensor-parallel-size {tp}",
             hint="the engine needs num_attention_heads divisible by the tensor-parallel size",
         )
-    dtype = None if options.kv_dtype == "auto" else kv_dtype(options.kv_dtype)
-    if options.block_size is not None and options.block_size <= 0:
-        raise InputError(
-            f"--block-size must be a positive integer, got {options.block_size}",
-            hint="the engine's default is 16",
-        )
+    dtype = None if options.kv_dtype == "auto" else options.kv_dtype
     if dtype is None and options.block_size is None and tp == 1:
         return list(config.layers)
     converted: dict[KVCacheSpec, KVCacheSpec] = {}
@@ -281,8 +271,8 @@ def plan_kv_cache(
             "the config gives no maximum model length",
             hint="pass --max-model-len (or set max_model_len / max_position_embeddings)",
         )
-    if max_len <= 0:
-        raise InputError(f"--max-model-len must be positive, got {max_len}", hint="e.g. 8192")
+    if max_len <= 0:  # only a ModelConfig built in code: the readers and options refuse it
+        raise InputError(f"{config.name}: max_model_len must be positive, got {max_len}")
     if not any(layer.spec is not None for layer in layers):
         raise InputError(
             f"no layer of {config.name} keeps a KV cache, so there is nothing to plan",

@@ -250,6 +250,7 @@ def test_help_has_an_example() -> None:
     assert "mmcli kv-share plan samples/kv/gemma3n-e2b-like.json" in result.stdout
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_default_plan_does_not_import_torch() -> None:
     code = (
         "import sys\n"

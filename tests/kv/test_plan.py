@@ -1,21 +1,19 @@
-"""The planner's arithmetic against hand-computed figures (REFERENCE §3 and §4)."""
+"""The planner's arithmetic against figures computed by hand from the engine's rules: page
+size, bytes per token, groups, blocks per request and capacity."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
-from mmcli.cli.kv_share.fold import fold_layers
 from mmcli.errors import InputError
 from mmcli.kv.aliasing import check_aliasing
 from mmcli.kv.hf_config import parse_hf_config
 from mmcli.kv.model import ModelConfig
-from mmcli.kv.plan import KVPlan, PlanOptions, engine_groups, parse_size, plan_kv_cache
+from mmcli.kv.options import PlanOptions
+from mmcli.kv.plan import KVPlan, engine_groups, plan_kv_cache
 from mmcli.kv.spec import FullAttentionSpec, Layer, SlidingWindowSpec
-from mmcli.text import index_ranges
 
 MiB = 2**20
 GiB = 2**30
@@ -357,32 +355,6 @@ def test_linear_attention_layers_hold_no_kv() -> None:
     assert plan.group_of == [None, None, None, 0, None, None, None, 0]
 
 
-@pytest.mark.parametrize(
-    ("text", "size"),
-    [
-        ("20GiB", 20 * GiB),
-        ("80GB", 80 * 10**9),
-        ("512MiB", 512 * MiB),
-        ("1.5GiB", 3 * GiB // 2),
-        ("1048576", MiB),
-        ("64 kib", 65536),
-    ],
-)
-def test_parse_size(text: str, size: int) -> None:
-    assert parse_size(text) == size
-
-
-@pytest.mark.parametrize("text", ["lots", "20G", "-5GiB", "", "1e9"])
-def test_parse_size_refuses(text: str) -> None:
-    with pytest.raises(InputError, match="as a memory size"):
-        parse_size(text)
-
-
-def test_parse_size_refuses_zero() -> None:
-    with pytest.raises(InputError, match="is zero bytes"):
-        parse_size("0GiB")
-
-
 def test_unequal_page_sizes_are_refused() -> None:
     layers = [
         Layer(name(0), FullAttentionSpec(16, 8, 64, "float16")),
@@ -390,30 +362,6 @@ def test_unequal_page_sizes_are_refused() -> None:
     ]
     with pytest.raises(InputError, match="different page sizes"):
         plan_kv_cache(ModelConfig("x", "mmcli", layers, max_model_len=10), PlanOptions())
-
-
-def test_fold_rows() -> None:
-    spec = FullAttentionSpec(16, 8, 128, "bfloat16")
-    uniform94 = [Layer(name(i), spec) for i in range(94)]
-    rows = fold_layers(uniform94, [0] * 94)
-    assert len(rows) == 1 and len(rows[0].indices) == 94
-    assert len(fold_layers(uniform94, [0] * 94, expand=True)) == 94
-    cla94 = [Layer(name(i), spec, name(i - 1) if i % 2 else None) for i in range(94)]
-    rows = fold_layers(cla94, [0] * 94)
-    assert [(r.role, len(r.indices), r.offset) for r in rows] == [
-        ("owns", 47, None),
-        ("shares", 47, 1),
-    ]
-    assert index_ranges(rows[1].indices) == "1, 3, …, 93"
-    gemma = parse_hf_config(gemma3n_e2b(), default_name="x", where="c")
-    rows = fold_layers(gemma.layers, [None] * 30)
-    assert [index_ranges(r.indices) for r in rows] == [
-        "0–3, 5–8, 10–13, 15–18",
-        "4, 9, 14, 19",
-        "20–23, 25–28",
-        "24, 29",
-    ]
-    assert [r.target for r in rows[2:]] == [name(18), name(19)]
 
 
 def test_float32_checkpoints_plan_a_bfloat16_cache() -> None:
@@ -425,38 +373,11 @@ def test_float32_checkpoints_plan_a_bfloat16_cache() -> None:
     assert plan.page_size_bytes == 2 * 16 * 8 * 128 * 4
 
 
-@settings(max_examples=60, deadline=None)
-@given(
-    st.lists(
-        st.tuples(st.sampled_from(["full", "sliding", "none"]), st.integers(-1, 3)),
-        min_size=1,
-        max_size=40,
-    )
-)
-def test_fold_rows_partition_the_layers(kinds: list[tuple[str, int]]) -> None:
-    """Folded rows cover every layer once, and each row's layers really are alike."""
-    full = FullAttentionSpec(16, 8, 128, "bfloat16")
-    slide = SlidingWindowSpec(16, 8, 128, "bfloat16", 512)
-    layers = []
-    for i, (kind, back) in enumerate(kinds):
-        spec = full if kind == "full" else slide if kind == "sliding" else None
-        target = name(i - back) if 0 < back <= i and spec is not None else None
-        layers.append(Layer(name(i), spec, target, kind))
-    rows = fold_layers(layers, [None] * len(layers))
-    assert sorted(i for r in rows for i in r.indices) == list(range(len(layers)))
-    for row in rows:
-        members = [layers[i] for i in row.indices]
-        assert len({(m.spec, m.kind, m.kv_sharing_target is None) for m in members}) == 1
-        if row.role == "shares":
-            same_target = len({m.kv_sharing_target for m in members}) == 1
-            same_offset = (
-                len(
-                    {
-                        i - int(layers[i].kv_sharing_target.split(".")[2])  # type: ignore[union-attr]
-                        for i in row.indices
-                    }
-                )
-                == 1
-            )
-            assert same_target or same_offset
-            assert row.target is not None or row.offset is not None
+def test_plan_owns_its_json() -> None:
+    plan = plan_kv_cache(uniform(True), PlanOptions())
+    doc = plan.to_json(aliasing_verified=None, exit_code=1)
+    assert (doc["aliasing_verified"], doc["exit_code"]) == (None, 1)
+    assert [layer["group"] for layer in doc["layers"]] == [0, 0]
+    assert doc["groups"] == [{"index": 0, "attention": "full", "layer_names": [name(0), name(1)]}]
+    assert doc["memory"]["num_blocks"] is None  # no --memory
+    assert doc["memory"]["bytes_per_token"]["with_sharing"] == 2 * 8 * 64 * 2

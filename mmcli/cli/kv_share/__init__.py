@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
@@ -11,10 +11,6 @@ from mmcli.cli._boundary import guarded
 from mmcli.cli._output import OutputFormat, emit_json, stderr
 from mmcli.cli.options import FormatOpt
 from mmcli.errors import EXIT_FINDINGS, EXIT_OK
-
-if TYPE_CHECKING:
-    from mmcli.kv.aliasing import AliasingReport
-    from mmcli.kv.plan import KVPlan
 
 app = typer.Typer(
     help="Cross-layer KV-cache sharing: validate maps and plan KV memory.",
@@ -105,21 +101,20 @@ def plan(
 
     Exit 0 when the map is valid, 1 when it has errors, 2 for bad input.
     """
-    from mmcli.dtypes import kv_dtype as canonical_dtype
     from mmcli.kv.aliasing import check_aliasing
     from mmcli.kv.config import load_config
     from mmcli.kv.map_file import apply_map, load_map, write_map
-    from mmcli.kv.plan import PlanOptions, parse_size, plan_kv_cache
+    from mmcli.kv.options import PlanOptions
+    from mmcli.kv.plan import plan_kv_cache
 
-    if kv_dtype.strip().lower() != "auto":
-        canonical_dtype(kv_dtype, where="--kv-dtype")
-    memory_bytes = parse_size(memory) if memory is not None else None
-    _positive("--max-num-batched-tokens", max_num_batched_tokens)
-    if max_model_len is not None:
-        _positive("--max-model-len", max_model_len)
-    if block_size is not None:
-        _positive("--block-size", block_size)
-    _positive("--tensor-parallel-size", tensor_parallel_size)
+    options = PlanOptions(
+        block_size=block_size,
+        kv_dtype=kv_dtype,
+        max_model_len=max_model_len,
+        memory=memory,
+        tensor_parallel_size=tensor_parallel_size,
+        max_num_batched_tokens=max_num_batched_tokens,
+    )
     target_device: Any = "meta"
     if device.strip().lower() != "meta":
         # Only a real device needs torch; the default meta check stays import-free and fast.
@@ -131,14 +126,6 @@ def plan(
 
     model = load_config(config)
     map_findings = apply_map(model, load_map(map_path)) if map_path is not None else []
-    options = PlanOptions(
-        block_size=block_size,
-        kv_dtype=kv_dtype.strip().lower(),
-        max_model_len=max_model_len,
-        memory_bytes=memory_bytes,
-        tensor_parallel_size=tensor_parallel_size,
-        max_num_batched_tokens=max_num_batched_tokens,
-    )
     result = plan_kv_cache(model, options, extra_findings=map_findings)
     aliasing = None if result.has_errors else check_aliasing(result, target_device)
     if emit_map is not None:
@@ -148,7 +135,8 @@ def plan(
     if aliasing is not None and not aliasing.verified:
         exit_code = EXIT_FINDINGS
     if output_format is OutputFormat.json:
-        emit_json(plan_document(result, aliasing, exit_code))
+        verified = aliasing.verified if aliasing is not None else None
+        emit_json(result.to_json(aliasing_verified=verified, exit_code=exit_code))
     else:
         from mmcli.cli.kv_share.render import render_plan
 
@@ -156,74 +144,7 @@ def plan(
     raise typer.Exit(exit_code)
 
 
-_EXAMPLES = {
-    "--max-num-batched-tokens": "e.g. 8192 (vllm serve's default)",
-    "--max-model-len": "e.g. 32768",
-    "--block-size": "the engine's default is 16",
-    "--tensor-parallel-size": "the number of GPUs the model is split across, e.g. 1, 2, 8",
-}
-
-
-def _positive(option: str, value: int) -> None:
-    from mmcli.errors import InputError
-
-    if value <= 0:
-        raise InputError(
-            f"{option} must be a positive integer, got {value}", hint=_EXAMPLES[option]
-        )
-
-
 def _escape(text: str) -> str:
     from rich.markup import escape
 
     return escape(text)
-
-
-def plan_document(
-    result: KVPlan, aliasing: AliasingReport | None, exit_code: int
-) -> dict[str, Any]:
-    """The SPEC's JSON document for a plan."""
-    with_side, without = result.with_sharing, result.without_sharing
-
-    def pair(attr: str) -> dict[str, Any] | None:
-        values = [getattr(s, attr) if s is not None else None for s in (with_side, without)]
-        return {"with_sharing": values[0], "without_sharing": values[1]}
-
-    has_memory = result.options.memory_bytes is not None
-    layers = []
-    for i, layer in enumerate(result.layers):
-        spec = layer.spec
-        layers.append(
-            {
-                "index": i,
-                "name": layer.name,
-                "attention": layer.attention,
-                "num_kv_heads": spec.num_kv_heads if spec is not None else None,
-                "head_size": spec.head_size if spec is not None else None,
-                "dtype": spec.dtype if spec is not None else None,
-                "sliding_window": getattr(spec, "sliding_window", None),
-                "kv_sharing_target": layer.kv_sharing_target,
-                "group": result.group_of[i],
-            }
-        )
-    return {
-        "model": result.model,
-        "source": result.source,
-        "layers": layers,
-        "groups": [
-            {"index": g.index, "attention": g.attention, "layer_names": g.layer_names}
-            for g in result.groups
-        ],
-        "findings": [f.to_json(location="layer") for f in result.findings],
-        "memory": {
-            "page_size_bytes": result.page_size_bytes,
-            "bytes_per_token": pair("bytes_per_token"),
-            "per_sequence_bytes": pair("per_sequence_bytes"),
-            "savings_fraction": result.savings_fraction,
-            "num_blocks": pair("num_blocks") if has_memory else None,
-            "max_tokens": pair("max_tokens") if has_memory else None,
-            "max_concurrency": pair("max_concurrency") if has_memory else None,
-        },
-        "aliasing_verified": aliasing.verified if aliasing is not None else None,
-        "exit_code": exit_code,
-    }

@@ -1,0 +1,100 @@
+"""What the command line can change about a plan, parsed and checked in one place."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import InitVar, dataclass
+
+from mmcli.dtypes import kv_dtype
+from mmcli.errors import InputError
+
+#: vLLM's default ``max_num_batched_tokens`` for ``vllm serve`` on a GPU; it bounds how far
+#: past its window a sliding layer's blocks reach during a prefill chunk.
+DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
+
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+}
+_SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
+
+
+def parse_size(text: str) -> int:
+    """Bytes in ``20GiB``, ``80GB``, ``512MiB``, ``1.5GiB`` or a plain byte count."""
+    match = _SIZE.match(text)
+    unit = match.group(2).lower() if match else ""
+    if match is None or unit not in _UNITS:
+        raise InputError(
+            f"cannot read {text!r} as a memory size",
+            hint="write a number with a unit: B, KB, MB, GB, TB (powers of 1000) or KiB, MiB, "
+            "GiB, TiB (powers of 1024), e.g. 20GiB; or plain bytes",
+        )
+    from decimal import Decimal, InvalidOperation  # exact for "1.5GiB"; lazy: slow import
+
+    try:
+        value = int(Decimal(match.group(1)) * _UNITS[unit])
+    except InvalidOperation:  # pragma: no cover - the regex admits only decimals
+        raise InputError(f"cannot read {text!r} as a memory size") from None
+    if value <= 0:
+        raise InputError(
+            f"memory size {text!r} is zero bytes", hint="give the KV-cache memory per GPU"
+        )
+    return value
+
+
+_EXAMPLES = {
+    "--max-num-batched-tokens": "e.g. 8192 (vllm serve's default)",
+    "--max-model-len": "e.g. 32768",
+    "--block-size": "the engine's default is 16",
+    "--tensor-parallel-size": "the number of GPUs the model is split across, e.g. 1, 2, 8",
+}
+
+
+def _positive(option: str, value: int) -> None:
+    if value <= 0:
+        raise InputError(
+            f"{option} must be a positive integer, got {value}", hint=_EXAMPLES[option]
+        )
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """What the command line can change about a plan, checked when built.
+
+    ``kv_dtype`` is any spelling :func:`mmcli.dtypes.kv_dtype` knows, or ``auto`` (the
+    config's dtype); it is stored canonical. ``memory`` is the memory budget as text
+    (``20GiB``), read by :func:`parse_size` into ``memory_bytes``; pass one or the other.
+    Errors name the command-line option they come from.
+    """
+
+    block_size: int | None = None
+    kv_dtype: str = "auto"
+    max_model_len: int | None = None
+    memory_bytes: int | None = None
+    tensor_parallel_size: int = 1
+    max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS
+    memory: InitVar[str | None] = None
+
+    def __post_init__(self, memory: str | None) -> None:
+        dtype = self.kv_dtype.strip().lower()
+        if dtype != "auto":
+            dtype = kv_dtype(self.kv_dtype, where="--kv-dtype")
+        object.__setattr__(self, "kv_dtype", dtype)
+        if memory is not None:
+            if self.memory_bytes is not None:
+                raise TypeError("pass memory or memory_bytes, not both")
+            object.__setattr__(self, "memory_bytes", parse_size(memory))
+        _positive("--max-num-batched-tokens", self.max_num_batched_tokens)
+        if self.max_model_len is not None:
+            _positive("--max-model-len", self.max_model_len)
+        if self.block_size is not None:
+            _positive("--block-size", self.block_size)
+        _positive("--tensor-parallel-size", self.tensor_parallel_size)
