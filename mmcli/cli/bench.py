@@ -13,7 +13,6 @@ from rich.table import Table
 from mmcli.cli._boundary import guarded
 from mmcli.cli._output import OutputFormat, emit_json, progress, stderr, stdout
 from mmcli.cli.options import DeviceOpt, FormatOpt
-from mmcli.errors import EXIT_FINDINGS, InputError
 
 if TYPE_CHECKING:
     from mmcli.bench import BenchResult
@@ -86,73 +85,35 @@ def bench(
     output_format: FormatOpt = OutputFormat.table,
 ) -> None:
     """Time scatter/gather implementations against the reference and a same-size copy."""
-    from mmcli import bench as engine
-    from mmcli.devices import resolve_device
-    from mmcli.dtypes import bench_dtype
+    from mmcli.bench import BenchOptions
+    from mmcli.bench.run import count_steps, run
 
-    impls = engine.parse_choices(impl, "--impl", engine.IMPLS)
-    op_names = engine.parse_choices(op, "--op", engine.OPS)
-    if hidden is not None and hidden < 1:
-        raise InputError(f"--hidden must be at least 1, got {hidden}", hint="e.g. --hidden 4096")
-    if threads < 1:
-        raise InputError(f"--threads must be at least 1, got {threads}", hint="e.g. --threads 1")
-    if min_time is not None and not min_time > 0:
-        raise InputError(
-            f"--min-time must be a positive number of seconds, got {min_time}",
-            hint="e.g. --min-time 0.2",
-        )
-    seconds = min_time if min_time is not None else (engine.QUICK_MIN_TIME if quick else 0.2)
-    torch_dtype = bench_dtype(dtype) if dtype is not None else None
-    target = resolve_device(device)
-    if from_dump is not None:
-        given = [
-            name
-            for name, value in (
-                ("--placeholders", placeholders),
-                ("--layout", layout),
-                ("--hidden", hidden),
-            )
-            if value is not None
-        ]
-        if given:
-            raise InputError(
-                f"{', '.join(given)} cannot be combined with --from",
-                hint="--from takes the shapes and masks from the dump",
-            )
-        workloads = engine.dump_workloads(from_dump, target, torch_dtype)
-    else:
-        default_sizes = engine.QUICK_SUITE if quick else engine.SUITE
-        sizes = engine.parse_sizes(placeholders) if placeholders is not None else default_sizes
-        layouts = engine.parse_choices(layout or "interleaved", "--layout", engine.LAYOUTS)
-        workloads = engine.synthetic_workloads(
-            sizes,
-            layouts,
-            hidden if hidden is not None else 4096,
-            torch_dtype if torch_dtype is not None else bench_dtype("bf16"),
-            target,
-        )
-
+    options = BenchOptions.parse(
+        device=device,
+        dtype=dtype,
+        hidden=hidden,
+        placeholders=placeholders,
+        layout=layout,
+        impl=impl,
+        op=op,
+        from_dump=from_dump,
+        min_time=min_time,
+        threads=threads,
+        quick=quick,
+    )
+    workloads = options.workloads()
     table_mode = output_format == OutputFormat.table
     with progress(enabled=table_mode) as bar:
-        task = bar.add_task("timing", total=engine.count_steps(workloads, op_names, impls))
+        task = bar.add_task("timing", total=count_steps(workloads, options))
 
         def advance(label: str) -> None:
             bar.update(task, advance=1, description=escape(label))
 
-        result = engine.run(
-            workloads,
-            op_names=op_names,
-            impls=impls,
-            device=target,
-            min_time=seconds,
-            threads=threads,
-            on_step=advance,
-        )
-    exit_code = EXIT_FINDINGS if result.failures else 0
+        result = run(workloads, options, on_step=advance)
     if table_mode:
         _render(result)
     else:
-        emit_json({**result.to_json(), "exit_code": exit_code})
+        emit_json(result.to_json())
     err = stderr()
     for warning in result.warnings:
         err.print(f"warning: {escape(warning)}")
@@ -160,7 +121,7 @@ def bench(
         err.print(f"error: {escape(failure)}")
     if result.failures:
         err.print("hint: the implementation is wrong for this input; report it with the command")
-    raise typer.Exit(exit_code)
+    raise typer.Exit(result.exit_code)
 
 
 def _fmt(value: float | None, digits: int = 1, suffix: str = "") -> str:

@@ -11,11 +11,14 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+import mmcli.bench.run as bench_run
 from mmcli import bench
+from mmcli.cli._output import emit_json
 from mmcli.cli.main import app
 from mmcli.dtypes import bench_dtype
 from mmcli.dump import dump_encoder_outputs
 from mmcli.embeddings import fast as _fast
+from mmcli.embeddings import ops
 
 runner = CliRunner()
 TINY = ["--hidden", "64", "--placeholders", "16,40", "--min-time", "0.001"]
@@ -41,6 +44,7 @@ def invoke(*args: str) -> Any:
     return runner.invoke(app, ["bench", *args], catch_exceptions=False)
 
 
+@pytest.mark.slow
 def test_quick_json_fields() -> None:
     result = invoke("--quick", "--format", "json")
     assert result.exit_code == 0, result.stderr
@@ -257,8 +261,54 @@ def test_masks_of_each_layout() -> None:
 
 def test_parsers() -> None:
     assert bench.parse_sizes(" 576, 2304,576") == (576, 2304)
-    assert bench.parse_choices("fast,REFERENCE,fast", "--impl", bench.IMPLS) == (
+    assert bench.parse_choices("fast,REFERENCE,fast", "--impl", ops.IMPLS) == (
         "fast",
         "reference",
     )
     assert bench_dtype("bfloat16") is torch.bfloat16
+
+
+def test_options_defaults_and_quick() -> None:
+    full = bench.BenchOptions.parse(device="cpu")
+    assert (full.sizes, full.layouts, full.hidden, full.min_time) == (
+        bench.SUITE,
+        ("interleaved",),
+        4096,
+        0.2,
+    )
+    assert (full.impls, full.op_names, full.threads, full.dtype) == (
+        ("reference", "fast"),
+        ("scatter", "gather"),
+        1,
+        None,
+    )
+    quick = bench.BenchOptions.parse(device="cpu", quick=True, dtype="fp16")
+    assert (quick.sizes, quick.min_time, quick.dtype) == (bench.QUICK_SUITE, 0.05, torch.float16)
+    given = bench.BenchOptions.parse(device="cpu", quick=True, placeholders="8", min_time=1.0)
+    assert (given.sizes, given.min_time) == ((8,), 1.0)
+    dump = bench.BenchOptions.parse(device="cpu", from_dump="d.safetensors", quick=True)
+    assert (dump.from_dump, dump.dtype, dump.min_time) == ("d.safetensors", None, 0.05)
+
+
+def test_cli_prints_the_results_json(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Fixed timings make the document reproducible: the CLI's JSON is the library's to_json().
+    def fixed(fn: object, device: object, min_time: float, *, threads: int = 1) -> list[float]:
+        return [1e-6, 2e-6, 4e-6]
+
+    monkeypatch.setattr(bench_run, "sample", fixed)
+    args = ["--device", "cpu", "--hidden", "8", "--placeholders", "9", "--layout", "random"]
+    options = bench.BenchOptions.parse(device="cpu", hidden=8, placeholders="9", layout="random")
+    result = bench_run.run(options.workloads(), options)
+    assert result.exit_code == 0
+    emit_json(result.to_json())
+    expected = capsys.readouterr().out
+    cli = invoke(*args, "--format", "json")
+    assert cli.exit_code == 0, cli.stderr
+    assert cli.stdout == expected
+    doc = json.loads(cli.stdout)
+    assert doc["exit_code"] == 0
+    assert [(c["op"], c["impl"], c["median_us"], c["iqr_us"]) for c in doc["cases"]] == [
+        (op, impl, 2.0, 3.0) for op in ("scatter", "gather") for impl in ("reference", "fast")
+    ]
