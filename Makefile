@@ -44,3 +44,11 @@ bench-scale: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+
+# Every CUDA path on one GPU in one run: JSON files + gpu_check.log under $(GPU_OUT).
+# Plain $(PYTHON), not the venv: the GPU machine already has torch, typer, rich, safetensors
+# and pytest, and nothing is installed. Without CUDA it checks its plumbing, then exits 2.
+GPU_OUT ?= gpu-out
+.PHONY: gpu-check
+gpu-check:
+	PYTHONPATH=. $(PYTHON) benchmarks/gpu_check.py --out $(GPU_OUT)
