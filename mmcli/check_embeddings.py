@@ -12,10 +12,11 @@ from typing import Any, Literal
 
 import torch
 
+from mmcli._version import __version__
 from mmcli.devices import synchronize
 from mmcli.dump.io import load_dump
+from mmcli.embeddings.diagnosis import Diagnosis, ItemStats
 from mmcli.embeddings.ops import Impl
-from mmcli.embeddings.sanity import Diagnosis, ItemStats, run_roundtrip
 from mmcli.errors import EXIT_BAD_INPUT, EXIT_FINDINGS, EXIT_OK, InputError
 from mmcli.findings import Finding, count
 
@@ -51,7 +52,8 @@ class FileReport:
         return "error" if "error" in severities else "warning" if "warning" in severities else "ok"
 
     def to_json(self) -> dict[str, Any]:
-        """The SPEC's per-file JSON shape (plus ``error``/``hint`` for unreadable files)."""
+        """The file's JSON object: its status, items, findings and stage timings (ms, to three
+        decimals), plus ``error: {message, hint}`` for a file that could not be checked."""
         doc: dict[str, Any] = {
             "path": self.path,
             "status": self.status,
@@ -175,13 +177,7 @@ def _run(
             emb = dump.embedding(index)
             mask = dump.is_embed(index)
             stored = dump.placeholders(index)
-        with clock("check"):
-            stats = diagnosis.add(index, emb, mask)
-        if stats.roundtrip_ready:
-            run_roundtrip(diagnosis, index, emb, mask, impl=impl, clock=clock)
-        if stored is not None and stats.roundtrip_ready:
-            with clock("check"):
-                diagnosis.stored_placeholders(index, emb, mask, stored)
+        diagnosis.check(index, emb, mask, stored=stored, impl=impl, clock=clock)
         del emb, mask, stored
     with clock("check"):
         report.findings = diagnosis.finish(dump.num_items, num_masks=dump.layout.num_masks)
@@ -204,4 +200,16 @@ def summary(reports: Sequence[FileReport]) -> dict[str, int]:
         "items": sum(len(r.items) for r in reports),
         "errors": sum(r.errors for r in reports),
         "warnings": sum(r.warnings for r in reports),
+    }
+
+
+def run_document(reports: Sequence[FileReport], device: torch.device | str) -> dict[str, Any]:
+    """The JSON document of a whole run: version, device, each file's report, the totals and
+    the exit code."""
+    return {
+        "mmcli_version": __version__,
+        "device": str(device),
+        "files": [r.to_json() for r in reports],
+        "summary": summary(reports),
+        "exit_code": exit_code(reports),
     }

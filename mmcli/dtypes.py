@@ -160,4 +160,5 @@ def kv_torch_dtype(canonical: str) -> torch.dtype:
     import torch
 
     dtype: torch.dtype = getattr(torch, "float8_e4m3fn" if canonical == "fp8" else canonical)
+    # (also "uint8": the raw bytes of a page that holds no single element type)
     return dtype

@@ -11,7 +11,6 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from mmcli._version import __version__
 from mmcli.cli._boundary import guarded, report
 from mmcli.cli._output import OutputFormat, emit_json, progress, stderr, stdout
 from mmcli.cli.options import DeviceOpt, FormatOpt, QuietOpt, StrictOpt
@@ -75,7 +74,7 @@ def check_embeddings(
     output_format: FormatOpt = OutputFormat.table,
 ) -> None:
     """Check multimodal encoder-output dumps: shapes, counts, masks, values, scatter/gather."""
-    from mmcli.check_embeddings import check_file, exit_code, find_files, summary
+    from mmcli.check_embeddings import check_file, exit_code, find_files, run_document, summary
     from mmcli.devices import resolve_device
 
     target = resolve_device(device)
@@ -100,21 +99,11 @@ def check_embeddings(
             if result.status == "error":
                 report(result.error or "unreadable file", result.hint)
             bar.advance(task)
-    code = exit_code(reports)
-    totals = summary(reports)
     if as_json:
-        emit_json(
-            {
-                "mmcli_version": __version__,
-                "device": str(target),
-                "files": [r.to_json() for r in reports],
-                "summary": totals,
-                "exit_code": code,
-            }
-        )
+        emit_json(run_document(reports, target))
     else:
-        _render(reports, totals, str(target), quiet=quiet)
-    raise typer.Exit(code)
+        _render(reports, summary(reports), str(target), quiet=quiet)
+    raise typer.Exit(exit_code(reports))
 
 
 def _render(reports: list[FileReport], totals: dict[str, int], device: str, *, quiet: bool) -> None:

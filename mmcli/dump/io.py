@@ -30,7 +30,7 @@ from mmcli.dump.schema import (
     check_schema,
     int_metadata,
 )
-from mmcli.embeddings.sanity import per_item_tensors
+from mmcli.embeddings.inputs import per_item_tensors
 from mmcli.errors import InputError
 
 

@@ -16,7 +16,8 @@ Two algorithms, chosen by device, because what is fast differs:
   No ``nonzero``, ``.item()``, boolean indexing or branch on tensor values. The rows are moved
   as 8-byte words where the layout allows, so the kernels handle 4 bf16 values per element.
 
-Callers (``mmcli.embeddings.ops``) have already checked everything that needs no tensor data.
+Callers (``mmcli.embeddings.ops``) have already checked everything that needs no tensor data;
+this module builds on :mod:`mmcli.embeddings.reference` only.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from functools import cache
 import numpy as np
 import torch
 
-from mmcli.embeddings.ops import check_count, gather_reference, scatter_reference
+from mmcli.embeddings.reference import check_count, gather_reference, scatter_reference
 from mmcli.errors import InputError
 
 #: Up to this many irregular runs of embedding rows, slice copies beat index kernels on

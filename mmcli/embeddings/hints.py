@@ -1,4 +1,4 @@
-"""How mmcli words what it finds: dtype, shape and item-list text, and the likely causes."""
+"""How mmcli words the likely causes of what the diagnosis finds (the hints of its findings)."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import torch
 
-from mmcli.embeddings.ops import check_mask
+from mmcli.embeddings.reference import check_mask
 from mmcli.errors import InputError
 
 

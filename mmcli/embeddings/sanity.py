@@ -3,33 +3,23 @@
 :func:`sanity_check_mm_encoder_outputs` mirrors the engine's three conditions but raises
 :class:`~mmcli.errors.EncoderOutputError` (an ``assert`` vanishes under ``python -O``).
 :func:`diagnose_mm_encoder_outputs` returns a :class:`~mmcli.findings.Finding` for every
-problem instead of stopping at the first (see :mod:`mmcli.embeddings.diagnosis`).
+problem instead of stopping at the first (the judgments are in
+:mod:`mmcli.embeddings.diagnosis`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import nullcontext
-from typing import Any
-
 import torch
 
-from mmcli.embeddings.diagnosis import Diagnosis, ItemStats
+from mmcli.embeddings.diagnosis import Diagnosis
 from mmcli.embeddings.hints import BLAME, count_hint, ndim_hint
-from mmcli.embeddings.ops import Impl, gather_mm_placeholders, scatter_mm_placeholders
+from mmcli.embeddings.inputs import per_item_tensors
+from mmcli.embeddings.ops import Impl
 from mmcli.errors import EncoderOutputError, InputError
 from mmcli.findings import Finding
-from mmcli.text import items_text, shape_text
+from mmcli.text import shape_text
 
-__all__ = [
-    "Diagnosis",
-    "ItemStats",
-    "diagnose_mm_encoder_outputs",
-    "items_text",
-    "run_roundtrip",
-    "sanity_check_mm_encoder_outputs",
-    "shape_text",
-]
+__all__ = ["diagnose_mm_encoder_outputs", "per_item_tensors", "sanity_check_mm_encoder_outputs"]
 
 
 def sanity_check_mm_encoder_outputs(mm_embeddings: object, expected_num_items: int) -> None:
@@ -70,26 +60,6 @@ def sanity_check_mm_encoder_outputs(mm_embeddings: object, expected_num_items: i
             )
 
 
-def per_item_tensors(value: object, name: str) -> list[torch.Tensor | None]:
-    """One tensor (or None) per item, from a list/tuple or a tensor unbound along dim 0."""
-    if value is None:
-        return []
-    if isinstance(value, torch.Tensor):
-        return [value] if value.ndim <= 1 else list(value.unbind(0))
-    if not isinstance(value, list | tuple):
-        raise InputError(
-            f"{name} must be a list or tuple of per-item tensors, got {type(value).__name__}",
-            hint="pass one tensor (or None) per item",
-        )
-    for i, m in enumerate(value):
-        if m is not None and not isinstance(m, torch.Tensor):
-            raise InputError(
-                f"{name}[{i}] is a {type(m).__name__}, not a tensor or None",
-                hint="pass one tensor (or None) per item",
-            )
-    return list(value)
-
-
 def diagnose_mm_encoder_outputs(
     mm_embeddings: object,
     expected_num_items: int | None = None,
@@ -101,7 +71,8 @@ def diagnose_mm_encoder_outputs(
     roundtrip: bool = True,
     impl: Impl = "reference",
 ) -> list[Finding]:
-    """Every problem with a model's encoder outputs, as findings (SPEC §4 codes).
+    """Every problem with a model's encoder outputs, as findings (one per problem, each with a
+    stable ``code`` such as ``mask-count`` or ``non-finite``, a message and a hint).
 
     ``mm_embeddings`` is what the model returned: a list/tuple of per-item tensors, or one
     stacked tensor. ``is_embed`` and ``placeholders`` are optional per-item lists (entries
@@ -136,45 +107,6 @@ def diagnose_mm_encoder_outputs(
     diagnosis.fetch = items.__getitem__
     for index, emb in enumerate(items):
         mask = masks[index] if index < len(masks) else None
-        stats = diagnosis.add(index, emb, mask)
-        if roundtrip and stats.roundtrip_ready:
-            run_roundtrip(diagnosis, index, emb, mask, impl=impl)
         kept = stored[index] if index < len(stored) else None
-        if kept is not None and stats.roundtrip_ready:
-            diagnosis.stored_placeholders(index, emb, mask, kept)
+        diagnosis.check(index, emb, mask, stored=kept, roundtrip=roundtrip, impl=impl)
     return diagnosis.finish(len(items), num_masks=len(masks))
-
-
-def run_roundtrip(
-    diagnosis: Diagnosis,
-    index: int,
-    emb: torch.Tensor,
-    mask: torch.Tensor | None,
-    *,
-    impl: Impl = "reference",
-    clock: Callable[[str], Any] | None = None,
-) -> None:
-    """Scatter then gather ``emb`` on its device with ``impl`` and record any difference.
-
-    ``clock(stage)`` (when given) returns a context manager timing the ``scatter``,
-    ``gather`` and ``check`` (comparison) stages. A scatter or gather that raises (a dtype
-    without kernels on the device) is a ``roundtrip`` finding, not a crash.
-    """
-
-    def timed(stage: str) -> Any:
-        return clock(stage) if clock is not None else nullcontext()
-
-    if mask is None:
-        return  # without a mask both are the identity (the very same object)
-    device_mask = mask.to(emb.device)
-    try:
-        with timed("scatter"):
-            scattered = scatter_mm_placeholders(emb, device_mask, impl=impl)
-        with timed("gather"):
-            gathered = gather_mm_placeholders(scattered, device_mask, impl=impl)
-    except RuntimeError as exc:  # torch has no kernel for this dtype on this device
-        diagnosis.roundtrip_failed(index, emb, exc)
-        return
-    del scattered
-    with timed("check"):
-        diagnosis.roundtrip(index, emb, gathered)

@@ -216,6 +216,23 @@ def test_json_shape_and_exit_0(tmp_path: Path) -> None:
     assert doc["summary"] == {"files": 1, "items": 3, "errors": 0, "warnings": 0}
 
 
+def test_json_is_the_library_document(tmp_path: Path) -> None:
+    # The CLI only renders: its JSON is run_document's, built from the FileReports.
+    from mmcli.check_embeddings import check_file, run_document
+
+    paths = [dump(tmp_path / "ok.safetensors"), tmp_path / "garbage.safetensors"]
+    paths[1].write_bytes(b"not a dump")
+    result = run(*map(str, paths), "--device", "cpu", "--format", "json")
+    cli = json.loads(result.stdout)
+    reports = [check_file(p, device=torch.device("cpu")) for p in paths]
+    library = run_document(reports, torch.device("cpu"))
+    for doc in (cli, library):
+        for f in doc["files"]:
+            f["timings_ms"] = dict.fromkeys(f["timings_ms"], 0.0)
+    assert json.dumps(cli, indent=2) == json.dumps(library, indent=2)
+    assert result.exit_code == library["exit_code"] == 2
+
+
 def test_strict_turns_warnings_into_failures(tmp_path: Path) -> None:
     path = str(dump(tmp_path / "w.safetensors", with_item(1, zero_row_item())))
     assert run_json(path)[0] == 0

@@ -172,12 +172,12 @@ def test_consistent_random_items_have_no_errors(
 
 
 def test_scatter_failure_is_a_roundtrip_finding(monkeypatch: pytest.MonkeyPatch) -> None:
-    import mmcli.embeddings.sanity
+    from mmcli.embeddings.diagnosis import roundtrip
 
     def broken(*args: object, **kwargs: object) -> torch.Tensor:
         raise RuntimeError("no kernel for this dtype")
 
-    monkeypatch.setattr(mmcli.embeddings.sanity, "scatter_mm_placeholders", broken)
+    monkeypatch.setattr(roundtrip, "scatter_mm_placeholders", broken)
     (finding,) = diagnose_mm_encoder_outputs([rand(2, 4)], 1, is_embed=[torch.ones(2).bool()])
     assert finding.code == "roundtrip"
     assert finding.message == (
@@ -189,3 +189,14 @@ def test_narrow_float_items_are_checked_without_crashing() -> None:
     item = rand(4, 8).to(torch.float8_e4m3fn)
     findings = diagnose_mm_encoder_outputs([item], 1, is_embed=[torch.ones(4).bool()])
     assert [f.code for f in findings if f.severity == "error"] == []
+
+
+@pytest.mark.parametrize("impl", ["reference", "fast"])
+def test_diagnose_a_one_by_one_strided_view(impl: str) -> None:
+    # The round-trip comparison used to raise RuntimeError on this view instead of judging it.
+    t = torch.zeros(1, 4, dtype=torch.bfloat16)[:, ::2][:, :1]
+    mask = torch.ones(1, dtype=torch.bool)
+    findings = diagnose_mm_encoder_outputs([t], 1, is_embed=[mask], impl=impl)  # type: ignore[arg-type]
+    assert [(f.code, f.item) for f in findings] == [("zero-rows", 0)]
+    t = torch.ones(1, 4, dtype=torch.bfloat16)[:, ::2][:, :1]
+    assert diagnose_mm_encoder_outputs([t], 1, is_embed=[mask], impl=impl) == []  # type: ignore[arg-type]
