@@ -7,9 +7,10 @@ from typing import Any
 
 from mmcli.dtypes import kv_torch_dtype
 from mmcli.errors import InputError
-from mmcli.kv.plan import KVPlan
+from mmcli.kv.result import KVPlan
 from mmcli.kv.sharing import initialize_kv_cache_for_kv_sharing
-from mmcli.kv.spec import KVCacheGroupSpec
+from mmcli.kv.spec import KVCacheGroupSpec, KVCacheSpec, MLAAttentionSpec
+from mmcli.kv.state import MambaSpec
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,17 @@ class AliasingReport:
     problems: list[str] = field(default_factory=list)
 
 
+def cache_layout(spec: KVCacheSpec | MambaSpec) -> tuple[tuple[int, ...], str]:
+    """The shape and dtype of one block of a layer's cache, as the engine views its page."""
+    if isinstance(spec, MambaSpec):
+        return (spec.page_size_bytes,), "uint8"
+    if isinstance(spec, MLAAttentionSpec):
+        if spec.ds_mla:
+            return (spec.block_size, spec.bytes_per_token), "uint8"
+        return (1, spec.block_size, spec.num_kv_heads, spec.head_size), spec.dtype
+    return (2, 1, spec.block_size, spec.num_kv_heads, spec.head_size), spec.dtype
+
+
 def check_aliasing(plan: KVPlan, device: Any) -> AliasingReport:
     """Allocate one block per owning layer on ``device`` (``"meta"`` or a ``torch.device``),
     apply :func:`initialize_kv_cache_for_kv_sharing`, and verify each sharing layer reads its
@@ -50,10 +62,9 @@ def check_aliasing(plan: KVPlan, device: Any) -> AliasingReport:
     group_size = max((len(g.layer_names) for g in groups), default=0)
     if device_name == "meta":
         for group in groups:
-            spec = group.kv_cache_spec
-            shape = (2, 1, spec.block_size, spec.num_kv_heads, spec.head_size)
+            shape, dtype_name = cache_layout(group.kv_cache_spec)
             for name in group.layer_names:
-                caches[name] = MetaCache(shape, spec.dtype)
+                caches[name] = MetaCache(shape, dtype_name)
         tensors = len(caches)
     else:
         import torch
@@ -71,11 +82,11 @@ def check_aliasing(plan: KVPlan, device: Any) -> AliasingReport:
         buffers = [torch.zeros(page, dtype=torch.int8, device=device) for _ in range(group_size)]
         tensors = len(buffers)
         for group in groups:
-            spec = group.kv_cache_spec
-            dtype = kv_torch_dtype(spec.dtype)
-            shape = (2, 1, spec.block_size, spec.num_kv_heads, spec.head_size)
+            shape, dtype_name = cache_layout(group.kv_cache_spec)
+            dtype = kv_torch_dtype(dtype_name)
+            size = group.kv_cache_spec.page_size_bytes
             for i, name in enumerate(group.layer_names):
-                caches[name] = buffers[i].view(dtype).view(shape)
+                caches[name] = buffers[i][:size].view(dtype).view(shape)
     initialize_kv_cache_for_kv_sharing(shared, groups, caches)
 
     problems: list[str] = []

@@ -1,5 +1,12 @@
 """mmcli's layer-config format (JSON or TOML), and :func:`load_config`, which also reads a
-Hugging Face ``config.json`` (see :mod:`mmcli.kv.hf_config`)."""
+Hugging Face ``config.json`` (see :mod:`mmcli.kv.hf_config`).
+
+Each layer (or ``defaults``) names its ``attention``: ``full``, ``sliding`` (with
+``sliding_window``), ``chunked`` (with ``attention_chunk_size``), ``mla`` (``head_size`` =
+kv_lora_rank + qk_rope_head_dim, one latent head; ``ds_mla`` for vLLM's ``fp8_ds_mla``),
+``mamba`` (with a ``state`` object: ``kind`` mamba1 / mamba2 / gdn / linear, its dimensions,
+``dtype`` and ``ssm_dtype``), or ``none`` (no cache). docs/kv-configs.md has the full format.
+"""
 
 from __future__ import annotations
 
@@ -10,16 +17,27 @@ from mmcli.dtypes import kv_dtype
 from mmcli.errors import InputError
 from mmcli.kv.hf_config import parse_hf_config
 from mmcli.kv.model import (
+    CHUNKED_TYPES,
     DEFAULT_BLOCK_SIZE,
     FULL_TYPES,
     KNOWN_TYPES,
+    MLA_TYPES,
     NO_KV_TYPES,
     SLIDING_TYPES,
+    STATE_TYPES,
     ModelConfig,
 )
 from mmcli.kv.readers import read_json_or_toml
-from mmcli.kv.spec import FullAttentionSpec, KVCacheSpec, Layer, SlidingWindowSpec
-from mmcli.kv.values import positive_int, string, type_name
+from mmcli.kv.spec import (
+    ChunkedLocalAttentionSpec,
+    FullAttentionSpec,
+    KVCacheSpec,
+    Layer,
+    MLAAttentionSpec,
+    SlidingWindowSpec,
+)
+from mmcli.kv.state import STATE_KINDS, MambaSpec
+from mmcli.kv.values import positive_int, shown, string, type_name
 
 _LAYER_KEYS = frozenset(
     {
@@ -30,11 +48,24 @@ _LAYER_KEYS = frozenset(
         "dtype",
         "block_size",
         "sliding_window",
+        "attention_chunk_size",
+        "ds_mla",
+        "state",
         "kv_sharing_target",
     }
 )
+_STATE_KEYS = frozenset(
+    {"kind", "dtype", "ssm_dtype"} | {k for v in STATE_KINDS.values() for k in v}
+)
 _DEFAULT_KEYS = _LAYER_KEYS - {"name", "kv_sharing_target"}
 _TOP_KEYS = frozenset({"name", "defaults", "layers", "max_model_len"})
+#: Layer keys that only one attention kind takes.
+_KIND_KEYS = (
+    ("sliding_window", SLIDING_TYPES, "sliding"),
+    ("attention_chunk_size", CHUNKED_TYPES, "chunked"),
+    ("ds_mla", MLA_TYPES, "mla"),
+    ("state", STATE_TYPES, "mamba"),
+)
 
 
 def read_document(path: Path) -> dict[str, Any]:
@@ -65,13 +96,67 @@ def load_config(path: Path) -> ModelConfig:
 # --- mmcli layer config -------------------------------------------------------------------
 
 
+def _state_spec(values: dict[str, Any], where: str) -> MambaSpec:
+    """A ``mamba`` layer's state from its ``state`` object."""
+    raw = values.get("state")
+    if not isinstance(raw, dict):
+        raise InputError(
+            f"{where}: a mamba layer needs a state object, got {type_name(raw)}",
+            hint='e.g. "state": {"kind": "mamba2", "intermediate": 8192, "state_size": 128, '
+            '"conv_kernel": 4, "num_heads": 128, "head_dim": 64, "n_groups": 8}; '
+            'use "attention": "none" for a layer that keeps nothing',
+        )
+    _check_keys(raw, _STATE_KEYS, f"{where}.state")
+    kind = string(raw.get("kind"), f"{where}.state.kind")
+    needed = STATE_KINDS.get(kind)
+    if needed is None:
+        raise InputError(
+            f"{where}.state: unknown state kind {kind!r}",
+            hint=f"use one of: {', '.join(STATE_KINDS)}",
+        )
+    unused = sorted(set(raw) - {"kind", "dtype", "ssm_dtype", *needed})
+    if unused:
+        raise InputError(
+            f"{where}.state: {unused[0]} is not a dimension of a {kind} state",
+            hint=f"a {kind} state takes {', '.join(needed)}",
+        )
+    dims = {}
+    for key in needed:
+        if raw.get(key) is None:
+            raise InputError(
+                f"{where}.state: {key} is missing", hint=f"a {kind} state takes {', '.join(needed)}"
+            )
+        dims[key] = positive_int(raw[key], f"{where}.state.{key}")
+    conv = raw.get("dtype", values.get("dtype"))
+    if conv is None:
+        raise InputError(f"{where}.state: dtype is missing", hint='set dtype, e.g. "bfloat16"')
+    dtype = kv_dtype(string(conv, f"{where}.state.dtype"), where=f"{where}.state.dtype")
+    ssm = raw.get("ssm_dtype")
+    ssm_dtype = (
+        dtype
+        if ssm is None
+        else kv_dtype(string(ssm, f"{where}.state.ssm_dtype"), where=f"{where}.state.ssm_dtype")
+    )
+    return MambaSpec(kind, dtype, ssm_dtype, **dims)
+
+
 def _make_spec(
     attention: str, values: dict[str, Any], where: str
-) -> tuple[KVCacheSpec | None, str]:
-    """The KV spec of one layer from its merged settings; the attention kind it resolved to."""
+) -> tuple[KVCacheSpec | MambaSpec | None, str]:
+    """The spec of one layer from its merged settings; the attention kind it resolved to."""
     kind = attention.strip().lower()
     if kind in NO_KV_TYPES:
         return None, "none"
+    if kind in STATE_TYPES:
+        return _state_spec(values, where), "mamba"
+    known = FULL_TYPES | SLIDING_TYPES | CHUNKED_TYPES | MLA_TYPES
+    if kind not in known:
+        raise InputError(
+            f"{where}: unknown attention type {attention!r}",
+            hint=f"use one of: {KNOWN_TYPES}",
+        )
+    if kind in MLA_TYPES and values.get("num_kv_heads") is None:
+        values = {**values, "num_kv_heads": 1}  # one latent "head"
     for key in ("num_kv_heads", "head_size"):
         if values.get(key) is None:
             raise InputError(
@@ -89,19 +174,31 @@ def _make_spec(
     dtype = kv_dtype(string(values["dtype"], f"{where}.dtype"), where=f"{where}.dtype")
     if kind in FULL_TYPES:
         return FullAttentionSpec(block, heads, head, dtype), "full"
-    if kind in SLIDING_TYPES:
-        window = values.get("sliding_window")
-        if window is None:
+    if kind in MLA_TYPES:
+        ds_mla = values.get("ds_mla")
+        if ds_mla is not None and not isinstance(ds_mla, bool):
             raise InputError(
-                f"{where}: a sliding layer needs sliding_window",
-                hint="set sliding_window (tokens) on the layer or in 'defaults'",
+                f"{where}.ds_mla must be true or false, got {shown(ds_mla)}",
+                hint="true: vLLM's fp8_ds_mla cache (656 bytes per token)",
             )
-        window = positive_int(window, f"{where}.sliding_window")
-        return SlidingWindowSpec(block, heads, head, dtype, window), "sliding"
-    raise InputError(
-        f"{where}: unknown attention type {attention!r}",
-        hint=f"use one of: {KNOWN_TYPES}",
-    )
+        return MLAAttentionSpec(block, heads, head, dtype, bool(ds_mla)), "mla"
+    if kind in CHUNKED_TYPES:
+        chunk = values.get("attention_chunk_size")
+        if chunk is None:
+            raise InputError(
+                f"{where}: a chunked layer needs attention_chunk_size",
+                hint="set attention_chunk_size (tokens) on the layer or in 'defaults'",
+            )
+        chunk = positive_int(chunk, f"{where}.attention_chunk_size")
+        return ChunkedLocalAttentionSpec(block, heads, head, dtype, chunk), "chunked"
+    window = values.get("sliding_window")
+    if window is None:
+        raise InputError(
+            f"{where}: a sliding layer needs sliding_window",
+            hint="set sliding_window (tokens) on the layer or in 'defaults'",
+        )
+    window = positive_int(window, f"{where}.sliding_window")
+    return SlidingWindowSpec(block, heads, head, dtype, window), "sliding"
 
 
 def _check_keys(obj: dict[str, Any], allowed: frozenset[str], where: str) -> None:
@@ -134,7 +231,7 @@ def parse_mmcli_config(doc: dict[str, Any], *, default_name: str, where: str) ->
     if max_len is not None:
         max_len = positive_int(max_len, f"{where}: max_model_len")
     layers: list[Layer] = []
-    cache: dict[Any, tuple[KVCacheSpec | None, str]] = {}
+    cache: dict[Any, tuple[KVCacheSpec | MambaSpec | None, str]] = {}
     for i, raw in enumerate(raw_layers):
         loc = f"{where}: layers[{i}]"
         if not isinstance(raw, dict):
@@ -145,11 +242,11 @@ def parse_mmcli_config(doc: dict[str, Any], *, default_name: str, where: str) ->
         _check_keys(raw, _LAYER_KEYS, loc)
         layer_name = string(raw.get("name"), f"{loc}.name")
         attention = string(raw.get("attention", defaults.get("attention", "full")), loc)
-        if "sliding_window" in raw and raw["sliding_window"] is not None:
-            if attention.strip().lower() not in SLIDING_TYPES:
+        for own, kinds, kind_name in _KIND_KEYS:
+            if raw.get(own) is not None and attention.strip().lower() not in kinds:
                 raise InputError(
-                    f"{loc} ({layer_name}) sets sliding_window but its attention is {attention}",
-                    hint='add "attention": "sliding", or remove sliding_window',
+                    f"{loc} ({layer_name}) sets {own} but its attention is {attention}",
+                    hint=f'add "attention": "{kind_name}", or remove {own}',
                 )
         # Most layers repeat the defaults: build each distinct spec once (100,000-layer
         # configs stay fast). The defaults are fixed, so a layer's own settings are the key

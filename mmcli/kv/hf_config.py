@@ -1,4 +1,9 @@
-"""Read a Hugging Face ``config.json``: layer specs, and the sharing map the model implies."""
+"""Read a Hugging Face ``config.json`` as the engine reads it: layer specs, states, and the
+sharing map the model implies.
+
+Layouts (which layer holds what) are in :mod:`mmcli.kv.hf_layouts`, recurrent states in
+:mod:`mmcli.kv.hf_states`, the keys read or refused in :mod:`mmcli.kv.hf_keys`.
+"""
 
 from __future__ import annotations
 
@@ -8,26 +13,32 @@ from typing import Any
 from mmcli.dtypes import kv_dtype
 from mmcli.errors import InputError
 from mmcli.findings import Finding
+from mmcli.kv.hf_keys import refuse_unmodelled
+from mmcli.kv.hf_layouts import HYBRID, PARALLEL_HYBRID, layer_kinds, sliding_window
+from mmcli.kv.hf_sharing import hf_layer_name, hf_sharing
+from mmcli.kv.hf_states import ssm_dtype_rules, state_spec
 from mmcli.kv.model import (
+    CHUNKED_TYPES,
     DEFAULT_BLOCK_SIZE,
     FULL_TYPES,
-    KNOWN_TYPES,
     NO_KV_TYPES,
     SLIDING_TYPES,
+    STATE_TYPES,
     ModelConfig,
 )
-from mmcli.kv.spec import FullAttentionSpec, KVCacheSpec, Layer, SlidingWindowSpec
+from mmcli.kv.spec import (
+    ChunkedLocalAttentionSpec,
+    FullAttentionSpec,
+    KVCacheSpec,
+    Layer,
+    MLAAttentionSpec,
+    SlidingWindowSpec,
+)
+from mmcli.kv.state import MambaSpec
 from mmcli.kv.values import optional_int, shown, string, type_name
-from mmcli.text import index_ranges
 
 #: More layers than any model has; a larger ``num_hidden_layers`` is a corrupt config.
 MAX_LAYERS = 1_000_000
-
-
-def _hf_layer_name(index: int, kind: str) -> str:
-    if kind in NO_KV_TYPES:
-        return f"model.layers.{index}.{kind}"
-    return f"model.layers.{index}.self_attn.attn"
 
 
 def _hf_dtype(doc: dict[str, Any], text: dict[str, Any], where: str) -> tuple[str, list[Finding]]:
@@ -59,67 +70,19 @@ def _hf_dtype(doc: dict[str, Any], text: dict[str, Any], where: str) -> tuple[st
     return dtype, []
 
 
-def _hf_layer_types(text: dict[str, Any], num_layers: int, where: str) -> list[str]:
-    types = text.get("layer_types")
-    if types is not None:
-        if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
-            raise InputError(
-                f"{where}: layer_types must be a list of strings",
-                hint='e.g. ["sliding_attention", "full_attention", …]',
-            )
-        if len(types) != num_layers:
-            raise InputError(
-                f"{where}: layer_types has {len(types)} entries but num_hidden_layers is "
-                f"{num_layers}",
-                hint="give one layer type per layer",
-            )
-        for i, t in enumerate(types):
-            if t not in FULL_TYPES | SLIDING_TYPES | NO_KV_TYPES:
-                raise InputError(
-                    f"{where}: layer_types[{i}] is {t!r}, a layer type mmcli does not know",
-                    hint=f"known types: {KNOWN_TYPES}",
-                )
-        return list(types)
-    window = text.get("sliding_window")
-    if window is None or text.get("use_sliding_window") is False:
-        return ["full_attention"] * num_layers
-    pattern = optional_int(text, "sliding_window_pattern", where)
-    if pattern is not None:
-        # Gemma 3's rule: every pattern-th layer attends globally, the others slide.
-        return [
-            "full_attention" if (i + 1) % pattern == 0 else "sliding_attention"
-            for i in range(num_layers)
-        ]
-    raise InputError(
-        f"{where}: sliding_window is {window!r} but the config has no layer_types, so which "
-        "layers slide depends on model code mmcli does not mirror",
-        hint="add layer_types to the config (one entry per layer), or describe the layers in "
-        "an mmcli layer config",
-    )
-
-
-def parse_hf_config(doc: dict[str, Any], *, default_name: str, where: str) -> ModelConfig:
-    """Build a :class:`ModelConfig` from a Hugging Face ``config.json`` document."""
+def _text_config(doc: dict[str, Any], where: str) -> dict[str, Any]:
     text = doc.get("text_config")
     if text is None:
-        text = doc
-    elif not isinstance(text, dict):
+        return doc
+    if not isinstance(text, dict):
         raise InputError(
             f"{where}: text_config must be an object, got {type_name(text)}",
             hint="text_config holds the language model's settings",
         )
-    if text.get("kv_lora_rank") is not None:
-        raise InputError(
-            f"{where}: the config uses multi-head latent attention (kv_lora_rank), whose KV "
-            "cache mmcli does not plan",
-            hint="describe the layers in an mmcli layer config instead",
-        )
-    if text.get("attention_chunk_size") is not None and text.get("layer_types") is None:
-        raise InputError(
-            f"{where}: the config uses chunked local attention (attention_chunk_size), whose "
-            "layer layout and KV cache mmcli does not plan",
-            hint="describe the layers in an mmcli layer config instead",
-        )
+    return text
+
+
+def _num_layers(text: dict[str, Any], where: str) -> int:
     num_layers = optional_int(text, "num_hidden_layers", where)
     if num_layers is None:
         raise InputError(f"{where}: num_hidden_layers is missing", hint="it counts the layers")
@@ -130,6 +93,11 @@ def parse_hf_config(doc: dict[str, Any], *, default_name: str, where: str) -> Mo
             "mmcli plans",
             hint="check num_hidden_layers; it counts the decoder layers",
         )
+    return num_layers
+
+
+def _geometry(text: dict[str, Any], where: str) -> tuple[int | None, int, int]:
+    """(attention heads, KV heads, head size) of the attention layers."""
     heads = optional_int(text, "num_attention_heads", where)
     kv_heads = optional_int(text, "num_key_value_heads", where)
     if kv_heads is None:
@@ -156,128 +124,170 @@ def parse_hf_config(doc: dict[str, Any], *, default_name: str, where: str) -> Mo
                 hint="set head_dim in the config",
             )
         head_dim = hidden // heads
-    dtype, findings = _hf_dtype(doc, text, where)
-    types = _hf_layer_types(text, num_layers, where)
-    window = None
-    if any(t in SLIDING_TYPES for t in types):
-        window = optional_int(text, "sliding_window", where)
-        if window is None:
-            raise InputError(
-                f"{where}: layer_types has sliding layers but sliding_window is not set",
-                hint="set sliding_window (tokens)",
+    return heads, kv_heads, head_dim
+
+
+class _Specs:
+    """Builds (and reuses) each layer kind's spec for one config."""
+
+    def __init__(
+        self, doc: dict[str, Any], text: dict[str, Any], model_type: str, where: str
+    ) -> None:
+        self.text, self.model_type, self.where = text, model_type, where
+        self.heads, self.kv_heads, self.head_dim = _geometry(text, where)
+        self.dtype, self.findings = _hf_dtype(doc, text, where)
+        self.ssm_dtype, self.ssm_rules = ssm_dtype_rules(text, model_type, self.dtype, where)
+        self.used_state = False
+        self._cache: dict[str, KVCacheSpec | MambaSpec] = {}
+        self.full = self._full()
+
+    def _full(self) -> KVCacheSpec:
+        text, where = self.text, self.where
+        rank = optional_int(text, "kv_lora_rank", where)
+        if rank is not None:
+            rope = optional_int(text, "qk_rope_head_dim", where)
+            if rope is None:
+                raise InputError(
+                    f"{where}: kv_lora_rank is set (multi-head latent attention) but "
+                    "qk_rope_head_dim is not",
+                    hint="an MLA layer caches kv_lora_rank + qk_rope_head_dim per token",
+                )
+            return MLAAttentionSpec(DEFAULT_BLOCK_SIZE, 1, rank + rope, self.dtype)
+        if self.model_type.startswith("gemma4"):
+            # transformers' Gemma 4 config: full layers use global_head_dim (default 512) and,
+            # with attention_k_eq_v, num_global_key_value_heads.
+            head = optional_int(text, "global_head_dim", where) or 512
+            heads = self.kv_heads
+            if text.get("attention_k_eq_v") is True:
+                heads = optional_int(text, "num_global_key_value_heads", where) or heads
+            return FullAttentionSpec(DEFAULT_BLOCK_SIZE, heads, head, self.dtype)
+        return FullAttentionSpec(DEFAULT_BLOCK_SIZE, self.kv_heads, self.head_dim, self.dtype)
+
+    def attention(self, kind: str) -> KVCacheSpec:
+        if kind in FULL_TYPES:
+            return self.full
+        made = self._cache.get(kind)
+        if isinstance(made, KVCacheSpec):
+            return made
+        text, where = self.text, self.where
+        spec: KVCacheSpec
+        if kind in SLIDING_TYPES:
+            window = sliding_window(text, self.model_type, where)
+            if window is None:
+                raise InputError(
+                    f"{where}: the config has sliding layers but sliding_window is not set",
+                    hint="set sliding_window (tokens)",
+                )
+            spec = SlidingWindowSpec(
+                DEFAULT_BLOCK_SIZE, self.kv_heads, self.head_dim, self.dtype, window
             )
-    full = FullAttentionSpec(DEFAULT_BLOCK_SIZE, kv_heads, head_dim, dtype)
-    sliding = (
-        SlidingWindowSpec(DEFAULT_BLOCK_SIZE, kv_heads, head_dim, dtype, window)
-        if window is not None
-        else None
-    )
-    specs: list[KVCacheSpec | None] = [
-        full if t in FULL_TYPES else sliding if t in SLIDING_TYPES else None for t in types
+        elif kind in CHUNKED_TYPES:
+            chunk = optional_int(text, "attention_chunk_size", where)
+            if chunk is None:
+                raise InputError(
+                    f"{where}: the config has chunked layers but attention_chunk_size is not set",
+                    hint="set attention_chunk_size (tokens)",
+                )
+            spec = ChunkedLocalAttentionSpec(
+                DEFAULT_BLOCK_SIZE, self.kv_heads, self.head_dim, self.dtype, chunk
+            )
+        else:  # a Zamba2 hybrid block: its own attention geometry, no GQA
+            heads = self.heads or self.kv_heads
+            head = optional_int(text, "attention_head_dim", where)
+            if head is None:
+                hidden = optional_int(text, "attention_hidden_size", where)
+                if hidden is None:
+                    hidden = 2 * (optional_int(text, "hidden_size", where) or 0)
+                head = hidden // heads
+            spec = FullAttentionSpec(DEFAULT_BLOCK_SIZE, heads, head, self.dtype)
+        self._cache[kind] = spec
+        return spec
+
+    def state(self, kind: str) -> MambaSpec:
+        made = self._cache.get("state:" + kind)
+        if isinstance(made, MambaSpec):
+            return made
+        spec = state_spec(kind, self.text, self.model_type, self.dtype, self.ssm_dtype, self.where)
+        self.used_state = True
+        self._cache["state:" + kind] = spec
+        return spec
+
+
+def _build_layers(kinds: list[str], specs: _Specs) -> tuple[list[Layer], list[int | None]]:
+    """The layers, and for each HF layer index the position of its attention layer."""
+    layers: list[Layer] = []
+    attention_at: list[int | None] = []
+    for i, kind in enumerate(kinds):
+        if kind in (HYBRID, PARALLEL_HYBRID):
+            mamba = Layer(f"model.layers.{i}.mamba", specs.state("mamba"), None, "mamba")
+            attn = specs.attention(HYBRID) if kind == HYBRID else specs.full
+            attention = Layer(hf_layer_name(i, kind), attn, None, "attention")
+            pair = [attention, mamba] if kind == PARALLEL_HYBRID else [mamba, attention]
+            attention_at.append(len(layers) + pair.index(attention))
+            layers.extend(pair)
+            continue
+        spec: KVCacheSpec | MambaSpec | None
+        if kind in STATE_TYPES:
+            spec = specs.state(kind)
+        elif kind in NO_KV_TYPES:
+            spec = None
+        else:
+            spec = specs.attention(kind)
+        attention_at.append(len(layers) if isinstance(spec, KVCacheSpec) else None)
+        layers.append(Layer(hf_layer_name(i, kind), spec, None, kind))
+    return layers, attention_at
+
+
+def _mtp_layers(text: dict[str, Any], n: int, specs: _Specs, where: str) -> list[Layer]:
+    count = optional_int(text, "num_nextn_predict_layers", where, minimum=0) or 0
+    return [
+        Layer(f"model.layers.{n + k}.self_attn.attn", specs.full, None, "mtp") for k in range(count)
     ]
+
+
+def parse_hf_config(doc: dict[str, Any], *, default_name: str, where: str) -> ModelConfig:
+    """Build a :class:`ModelConfig` from a Hugging Face ``config.json`` document."""
+    text = _text_config(doc, where)
+    refuse_unmodelled(doc, text, where)
+    num_layers = _num_layers(text, where)
     model_type = str(text.get("model_type") or doc.get("model_type") or "")
-    targets, map_findings = _hf_sharing(text, types, model_type, where)
-    layers = [Layer(_hf_layer_name(i, t), specs[i], None, t) for i, t in enumerate(types)]
-    layers = [
-        replace(layer, kv_sharing_target=layers[t].name) if t is not None else layer
-        for layer, t in zip(layers, targets, strict=True)
-    ]
+    kinds, notes = layer_kinds(text, model_type, num_layers, where)
+    specs = _Specs(doc, text, model_type, where)
+    layers, attention_at = _build_layers(kinds, specs)
+    targets, map_findings, engine_shares = hf_sharing(text, kinds, model_type, where)
+    for i, target in enumerate(targets):
+        if target is None:
+            continue
+        pos, tpos = attention_at[i], attention_at[target]
+        if pos is not None and tpos is not None:
+            layers[pos] = replace(layers[pos], kv_sharing_target=layers[tpos].name)
     name = doc.get("_name_or_path") or doc.get("model_type") or default_name
+    k_eq_v = text.get("attention_k_eq_v")
+    if k_eq_v is not None and not isinstance(k_eq_v, bool):
+        raise InputError(
+            f"{where}: attention_k_eq_v must be true or false, got {shown(k_eq_v)}",
+            hint="write true or false without quotes",
+        )
+    chunk = optional_int(text, "mamba_chunk_size", where) or optional_int(text, "chunk_size", where)
     return ModelConfig(
         name=str(name),
         source="hf",
         layers=layers,
-        max_model_len=optional_int(text, "max_position_embeddings", where),
-        num_attention_heads=heads,
-        findings=findings,
+        max_model_len=_max_model_len(text, model_type, where),
+        num_attention_heads=specs.heads,
+        model_type=model_type,
+        findings=specs.findings + notes,
         map_findings=map_findings,
+        engine_shares=engine_shares,
+        mtp_layers=_mtp_layers(text, num_layers, specs, where),
+        ssm_dtype_by_release=specs.ssm_rules if specs.used_state else (),
+        mamba_chunk_size=chunk if specs.used_state else None,
+        attention_k_eq_v=bool(k_eq_v),
     )
 
 
-def _hf_sharing(
-    text: dict[str, Any], types: list[str], model_type: str, where: str
-) -> tuple[list[int | None], list[Finding]]:
-    """Each layer's target index (None: it owns its cache) as the config implies."""
-    n = len(types)
-    findings: list[Finding] = []
-    targets: list[int | None] = [None] * n
-    shared = optional_int(text, "num_kv_shared_layers", where, minimum=0) or 0
-    use_cla = text.get("use_cla")
-    if use_cla is not None and not isinstance(use_cla, bool):
-        raise InputError(
-            f"{where}: use_cla must be true or false, got {shown(use_cla)}",
-            hint="write true or false without quotes",
-        )
-    factor = optional_int(text, "cla_share_factor", where)
-    if use_cla and shared:
-        raise InputError(
-            f"{where}: both use_cla and num_kv_shared_layers ({shared}) are set; mmcli cannot "
-            "tell which sharing rule the model applies",
-            hint="pass the intended map with --map",
-        )
-    if shared:
-        if shared >= n:
-            raise InputError(
-                f"{where}: num_kv_shared_layers is {shared} but the model has {n} layers, so "
-                "no layer would own a cache",
-                hint="num_kv_shared_layers must be smaller than num_hidden_layers",
-            )
-        first = n - shared
-        last_of: dict[str, int] = {}
-        for j in range(first):
-            last_of[types[j]] = j
-        disagree: dict[tuple[str, int, int], list[int]] = {}
-        gemma3n = model_type.startswith("gemma3n")
-        for i in range(first, n):
-            kind = types[i]
-            if kind in NO_KV_TYPES:
-                continue
-            if kind not in last_of:
-                raise InputError(
-                    f"{where}: layer {i} ({kind}) is among the last {shared} shared layers but "
-                    f"no non-shared layer is {kind}, so it has nothing to share",
-                    hint="the shared layers' target is the last non-shared layer of the same "
-                    "type; check layer_types and num_kv_shared_layers",
-                )
-            targets[i] = last_of[kind]
-            if gemma3n:
-                engine = first - 2 if kind in SLIDING_TYPES else first - 1
-                if engine != last_of[kind]:
-                    disagree.setdefault((kind, last_of[kind], engine), []).append(i)
-        for (kind, general, engine), layers in disagree.items():
-            engine_kind = types[engine] if 0 <= engine < n else "no such layer"
-            findings.append(
-                Finding(
-                    "rule-disagreement",
-                    "warning",
-                    f"shared {kind} layer{'s' if len(layers) > 1 else ''} "
-                    f"{index_ranges(layers, limit=100)}: the general rule "
-                    "(last "
-                    f"non-shared {kind} layer) gives layer {general}, but vLLM's Gemma 3n "
-                    f"model code hard-codes layer {engine} ({engine_kind})",
-                    hint="vLLM assumes the last non-shared layer is full and the one before "
-                    "it sliding; this plan follows the general rule (pass --map to use the "
-                    "other)",
-                    layer=_hf_layer_name(layers[0], kind),
-                )
-            )
-    if use_cla:
-        if factor is None:
-            raise InputError(
-                f"{where}: use_cla is true but cla_share_factor is not set",
-                hint="cla_share_factor f: layer i owns its cache iff i % f == 0",
-            )
-        for i in range(n):
-            if i % factor:
-                targets[i] = i - i % factor
-    elif factor is not None and factor > 1:
-        findings.append(
-            Finding(
-                "sharing-disabled",
-                "warning",
-                f"cla_share_factor is {factor} but use_cla is "
-                f"{'false' if use_cla is False else 'not set'}, so no layer shares its cache",
-                hint="set use_cla to true if the model shares KV across layers",
-            )
-        )
-    return targets, findings
+def _max_model_len(text: dict[str, Any], model_type: str, where: str) -> int | None:
+    value = optional_int(text, "max_position_embeddings", where)
+    if value is None and model_type in ("gemma3", "gemma3_text"):
+        return 131072  # transformers' Gemma3TextConfig default; the published 27B omits it
+    return value

@@ -13,11 +13,16 @@ DEFAULT_BLOCK_SIZE = 16
 #: Layer types (HF ``layer_types`` values, mmcli ``attention`` values) and what they mean.
 FULL_TYPES = frozenset({"full", "full_attention", "attention", "global", "global_attention"})
 SLIDING_TYPES = frozenset({"sliding", "sliding_attention", "sliding_window", "local"})
-NO_KV_TYPES = frozenset(
-    {"none", "linear_attention", "mamba", "mamba2", "ssm", "state_space", "conv", "recurrent"}
-)
+CHUNKED_TYPES = frozenset({"chunked", "chunked_attention", "chunked_local_attention"})
+MLA_TYPES = frozenset({"mla"})
+#: Types of a layer that keeps a recurrent state (Mamba, Gated DeltaNet, linear attention).
+STATE_TYPES = frozenset({"mamba", "mamba1", "mamba2", "linear_attention", "gdn", "linear"})
+#: Types of a layer that keeps nothing (an MLP or MoE block in a layer pattern).
+NO_KV_TYPES = frozenset({"none", "mlp", "moe"})
 KNOWN_TYPES = (
-    "full_attention, sliding_attention, or a type without KV cache ("
+    "full_attention, sliding_attention, chunked_attention, mla, a state type ("
+    + ", ".join(sorted(STATE_TYPES))
+    + "), or a type without cache ("
     + ", ".join(sorted(NO_KV_TYPES))
     + ")"
 )
@@ -32,7 +37,28 @@ class ModelConfig:
     layers: list[Layer]
     max_model_len: int | None = None
     num_attention_heads: int | None = None
+    #: The HF ``model_type`` (of the text config), or "" for an mmcli layer config.
+    model_type: str = ""
     #: Notes about reading the config (dtype choices); kept when ``--map`` overrides.
     findings: list[Finding] = field(default_factory=list)
     #: Notes about the map the config implies (disabled CLA, rule disagreements).
     map_findings: list[Finding] = field(default_factory=list)
+    #: False when the engine does not apply the config's sharing map (Hunyuan CLA): the map
+    #: is then a what-if, and the engine's own figures are those without sharing.
+    engine_shares: bool = True
+    #: Layers the model adds only when asked (DeepSeek multi-token-prediction layers, which
+    #: vLLM builds only for ``--speculative-config`` method ``deepseek_mtp``/``mtp``); each
+    #: has the target's spec. Not part of ``layers``.
+    mtp_layers: list[Layer] = field(default_factory=list)
+    #: How the engine picks the SSM / recurrent state dtype for this model type when
+    #: ``--mamba-ssm-cache-dtype`` is ``auto``: ``(first release, dtype)`` pairs, oldest
+    #: first. A release older than the first pair uses the state's conv dtype (the model
+    #: dtype). The state specs in ``layers`` carry the newest pair's dtype. Empty: the specs'
+    #: ``ssm_dtype`` holds for every release (the config names it, or no rule exists).
+    ssm_dtype_by_release: tuple[tuple[str, str], ...] = ()
+    #: The Mamba ``chunk_size`` of the config (vLLM aligns the attention block size to it in
+    #: its prefix-caching "all" mode), or None.
+    mamba_chunk_size: int | None = None
+    #: Gemma 4 ``attention_k_eq_v``: full layers compute V as K. The engine still allocates
+    #: both K and V slots, so the spec is unchanged; recorded for the report.
+    attention_k_eq_v: bool = False

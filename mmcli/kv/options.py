@@ -7,6 +7,7 @@ from dataclasses import InitVar, dataclass
 
 from mmcli.dtypes import kv_dtype
 from mmcli.errors import InputError
+from mmcli.kv.releases import EngineRules, rules_for
 
 #: vLLM's default ``max_num_batched_tokens`` for ``vllm serve`` on a GPU; it bounds how far
 #: past its window a sliding layer's blocks reach during a prefill chunk.
@@ -55,6 +56,7 @@ _EXAMPLES = {
     "--max-model-len": "e.g. 32768",
     "--block-size": "the engine's default is 16",
     "--tensor-parallel-size": "the number of GPUs the model is split across, e.g. 1, 2, 8",
+    "--num-gpu-blocks-override": "the block count the engine should use, e.g. 1024",
 }
 
 
@@ -81,6 +83,21 @@ class PlanOptions:
     memory_bytes: int | None = None
     tensor_parallel_size: int = 1
     max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS
+    #: The vLLM release whose rules to mirror (None: the newest mirrored).
+    vllm_version: str | None = None
+    #: Async scheduling (on by default in vLLM): two batches in flight from 0.26.
+    async_scheduling: bool = True
+    #: Prefix caching (None: the release's default for the model).
+    enable_prefix_caching: bool | None = None
+    disable_hybrid_kv_cache_manager: bool = False
+    #: The SSM / recurrent state's dtype (``auto``: the config's or the model's).
+    mamba_ssm_cache_dtype: str = "auto"
+    #: Sharing the engine accepts but that is likely a mistake (full ↔ sliding) is an error.
+    strict: bool = False
+    #: Attention layers a speculative-decoding drafter (an EAGLE head) adds to the pool.
+    num_draft_layers: int = 0
+    #: Use this many blocks whatever the memory (vLLM's ``--num-gpu-blocks-override``).
+    num_gpu_blocks_override: int | None = None
     memory: InitVar[str | None] = None
 
     def __post_init__(self, memory: str | None) -> None:
@@ -88,6 +105,10 @@ class PlanOptions:
         if dtype != "auto":
             dtype = kv_dtype(self.kv_dtype, where="--kv-dtype")
         object.__setattr__(self, "kv_dtype", dtype)
+        ssm = self.mamba_ssm_cache_dtype.strip().lower()
+        if ssm != "auto":
+            ssm = kv_dtype(ssm, where="--mamba-ssm-cache-dtype")
+        object.__setattr__(self, "mamba_ssm_cache_dtype", ssm)
         if memory is not None:
             if self.memory_bytes is not None:
                 raise TypeError("pass memory or memory_bytes, not both")
@@ -98,3 +119,21 @@ class PlanOptions:
         if self.block_size is not None:
             _positive("--block-size", self.block_size)
         _positive("--tensor-parallel-size", self.tensor_parallel_size)
+        if self.num_gpu_blocks_override is not None:
+            _positive("--num-gpu-blocks-override", self.num_gpu_blocks_override)
+        if self.num_draft_layers < 0:
+            raise InputError(
+                f"--num-draft-layers must be 0 or more, got {self.num_draft_layers}",
+                hint="an EAGLE drafter adds 1 layer; EAGLE-3 heads up to a few",
+            )
+        rules_for(self.vllm_version)  # refuses an unreadable release now, not mid-plan
+
+    @property
+    def sizes_pool(self) -> bool:
+        """Whether the pool has a size (--memory or --num-gpu-blocks-override)."""
+        return self.memory_bytes is not None or self.num_gpu_blocks_override is not None
+
+    @property
+    def rules(self) -> EngineRules:
+        """The rules of the release these options name."""
+        return rules_for(self.vllm_version)

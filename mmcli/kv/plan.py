@@ -2,286 +2,178 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, replace
 
 from mmcli.errors import InputError
 from mmcli.findings import Finding
-from mmcli.kv.model import ModelConfig
+from mmcli.kv.engine import (
+    EngineRefusal,
+    Layout,
+    align_hybrid_block_size,
+    check_memory,
+    disable_hybrid,
+    group_layers,
+    largest_max_model_len,
+    num_blocks,
+)
+from mmcli.kv.model import DEFAULT_BLOCK_SIZE, ModelConfig
 from mmcli.kv.options import PlanOptions
+from mmcli.kv.ranks import rank_layers
+from mmcli.kv.releases import NEWEST, EngineRules, describe, parse_release
+from mmcli.kv.result import GroupPlan, KVPlan, SidePlan
 from mmcli.kv.sharing import validate_sharing_map
-from mmcli.kv.spec import KVCacheSpec, Layer, cdiv
+from mmcli.kv.spec import KVCacheSpec, Layer, MLAAttentionSpec
+from mmcli.kv.state import MambaSpec
+
+#: Model types whose state layers keep a state per block under prefix caching in vLLM 0.15–0.28
+#: ("all" mode; models with ``SupportsMambaPrefixCaching``).
+MAMBA_PREFIX_CACHING_MODELS = frozenset(
+    {"bamba", "falcon_h1", "granitemoehybrid", "jamba", "mamba", "mamba2", "nemotron_h", "zamba2"}
+)
 
 
-@dataclass
-class GroupPlan:
-    """One KV-cache group: layers that share a block table (sharing layers appended last)."""
-
-    index: int
-    attention: str
-    spec: KVCacheSpec
-    layer_names: list[str]
+def _state_pages(config: ModelConfig, layers: list[Layer], options: PlanOptions) -> int:
+    """States one request holds in each state group: 1, or 2 under prefix caching ("align")."""
+    rules = options.rules
+    if not any(isinstance(layer.spec, MambaSpec) for layer in layers):
+        return 1
+    caching = options.enable_prefix_caching
+    if caching is None:
+        caching = rules.hybrid_prefix_caching_default
+    if not caching:
+        return 1
+    if rules.mamba_all_mode and config.model_type in MAMBA_PREFIX_CACHING_MODELS:
+        raise InputError(
+            f"with prefix caching on, {describe(rules)} keep a {config.model_type} state per "
+            "block ('all' mode), which mmcli does not model",
+            hint="plan with --no-enable-prefix-caching, or with --vllm-version 0.29 or newer "
+            "(one 'align' state pair per request)",
+        )
+    return 2
 
 
 @dataclass(frozen=True)
-class SidePlan:
-    """Memory figures for one side (with or without sharing), per GPU."""
+class _Run:
+    """What every side of a plan shares: the rules and the request's shape."""
 
-    owners: int
-    num_groups: int
-    group_size: int
-    bytes_per_token: int
-    per_sequence_bytes: int
-    #: Blocks one request at max_model_len takes, counted over the groups (engine rule).
-    blocks_per_request: int
-    #: Bytes the engine requires free for one request at max_model_len (its start-up check).
-    engine_request_bytes: int
-    num_blocks: int | None = None
-    max_tokens: int | None = None
-    max_concurrency: float | None = None
-
-
-@dataclass
-class KVPlan:
-    """Everything ``kv-share plan`` reports."""
-
-    model: str
-    source: str
-    layers: list[Layer]
-    groups: list[GroupPlan]
-    #: Each layer's group index after sharing (None: no KV, or the map is invalid).
-    group_of: list[int | None]
-    findings: list[Finding]
-    page_size_bytes: int
-    block_size: int
-    max_model_len: int
+    rules: EngineRules
+    max_model_len: int | None
+    reserve_tokens: int
+    state_pages: int
     options: PlanOptions
-    with_sharing: SidePlan | None
-    without_sharing: SidePlan | None
-    owner_groups: list[GroupPlan] = field(default_factory=list)
-
-    @property
-    def has_errors(self) -> bool:
-        """Whether any finding is an error (the map cannot be used)."""
-        return any(f.severity == "error" for f in self.findings)
-
-    @property
-    def savings_fraction(self) -> float | None:
-        """1 − with/without of the per-sequence bytes."""
-        if self.with_sharing is None or self.without_sharing is None:
-            return None
-        if self.without_sharing.per_sequence_bytes == 0:
-            return 0.0
-        return 1 - self.with_sharing.per_sequence_bytes / self.without_sharing.per_sequence_bytes
-
-    def sharing_map(self) -> dict[str, str]:
-        """``{layer: target}`` for every sharing layer, in layer order."""
-        return {
-            layer.name: layer.kv_sharing_target
-            for layer in self.layers
-            if layer.kv_sharing_target is not None
-        }
-
-    def to_json(self, *, aliasing_verified: bool | None, exit_code: int) -> dict[str, Any]:
-        """The plan as ``kv-share plan --format json`` prints it.
-
-        ``aliasing_verified`` is the aliasing check's verdict (None: not run, the map has
-        errors); ``exit_code`` the command's. Figures that need ``--memory`` are null
-        without it; a side that was not planned has null figures.
-        """
-        with_side, without = self.with_sharing, self.without_sharing
-
-        def pair(attr: str) -> dict[str, Any]:
-            values = [getattr(s, attr) if s is not None else None for s in (with_side, without)]
-            return {"with_sharing": values[0], "without_sharing": values[1]}
-
-        has_memory = self.options.memory_bytes is not None
-        layers = []
-        for i, layer in enumerate(self.layers):
-            spec = layer.spec
-            layers.append(
-                {
-                    "index": i,
-                    "name": layer.name,
-                    "attention": layer.attention,
-                    "num_kv_heads": spec.num_kv_heads if spec is not None else None,
-                    "head_size": spec.head_size if spec is not None else None,
-                    "dtype": spec.dtype if spec is not None else None,
-                    "sliding_window": getattr(spec, "sliding_window", None),
-                    "kv_sharing_target": layer.kv_sharing_target,
-                    "group": self.group_of[i],
-                }
-            )
-        return {
-            "model": self.model,
-            "source": self.source,
-            "layers": layers,
-            "groups": [
-                {"index": g.index, "attention": g.attention, "layer_names": g.layer_names}
-                for g in self.groups
-            ],
-            "findings": [f.to_json(location="layer") for f in self.findings],
-            "memory": {
-                "page_size_bytes": self.page_size_bytes,
-                "bytes_per_token": pair("bytes_per_token"),
-                "per_sequence_bytes": pair("per_sequence_bytes"),
-                "savings_fraction": self.savings_fraction,
-                "num_blocks": pair("num_blocks") if has_memory else None,
-                "max_tokens": pair("max_tokens") if has_memory else None,
-                "max_concurrency": pair("max_concurrency") if has_memory else None,
-            },
-            "aliasing_verified": aliasing_verified,
-            "exit_code": exit_code,
-        }
 
 
-def _heads_per_rank(heads: int, tp: int, where: str) -> int:
-    """KV heads one tensor-parallel rank holds: split, or replicated when tp > heads."""
-    if tp <= heads:
-        if heads % tp:
-            raise InputError(
-                f"{where}: {heads} KV heads cannot be split evenly across "
-                f"--tensor-parallel-size {tp}",
-                hint="the engine needs the KV head count divisible by the tensor-parallel size",
-            )
-        return heads // tp
-    if tp % heads:
-        raise InputError(
-            f"{where}: --tensor-parallel-size {tp} is not a multiple of the {heads} KV heads",
-            hint="with more ranks than KV heads, the engine replicates each head over tp / heads "
-            "ranks, so tp must be a multiple of the head count",
-        )
-    return 1
-
-
-def _apply_options(config: ModelConfig, options: PlanOptions) -> list[Layer]:
-    """The layers with --kv-dtype, --block-size and tensor parallelism applied."""
-    tp = options.tensor_parallel_size
-    heads = config.num_attention_heads
-    if tp > 1 and heads is not None and heads % tp:
-        raise InputError(
-            f"the model's {heads} attention heads cannot be split across "
-            f"--tensor-parallel-size {tp}",
-            hint="the engine needs num_attention_heads divisible by the tensor-parallel size",
-        )
-    dtype = None if options.kv_dtype == "auto" else options.kv_dtype
-    if dtype is None and options.block_size is None and tp == 1:
-        return list(config.layers)
-    converted: dict[KVCacheSpec, KVCacheSpec] = {}
-    out: list[Layer] = []
-    for layer in config.layers:
+def _layout(layers: list[Layer], run: _Run) -> Layout:
+    specs: dict[str, KVCacheSpec | MambaSpec] = {}
+    for layer in layers:
+        assert layer.spec is not None
         spec = layer.spec
-        if spec is not None:
-            new = converted.get(spec)
-            if new is None:
-                new = replace(
-                    spec,
-                    dtype=dtype or spec.dtype,
-                    block_size=options.block_size or spec.block_size,
-                    num_kv_heads=_heads_per_rank(spec.num_kv_heads, tp, layer.name),
-                )
-                converted[spec] = new
-            layer = replace(layer, spec=new)
-        out.append(layer)
-    return out
+        if isinstance(spec, MambaSpec):
+            spec = replace(spec, pages_per_request=run.state_pages)
+        specs[layer.name] = spec
+    block = run.options.block_size or DEFAULT_BLOCK_SIZE
+    specs, _ = align_hybrid_block_size(specs, block, run.rules)
+    chunked = any(getattr(s, "attention", "") == "chunked" for s in specs.values())
+    if run.options.disable_hybrid_kv_cache_manager or chunked:
+        specs = disable_hybrid(specs)
+    return group_layers(specs, run.rules)
 
 
-def engine_groups(owners: list[Layer]) -> list[GroupPlan]:
-    """The engine's KV-cache groups for layers that own a cache (all with one page size).
-
-    Layers are bucketed by spec (first appearance order); the group size is the smallest
-    bucket (the largest when largest < 1.25 × smallest); each bucket is split into
-    ``cdiv(n, group_size)`` groups, strided. One bucket gives one group of every layer.
-    """
-    buckets: dict[KVCacheSpec, list[str]] = {}
-    for layer in owners:
-        assert layer.spec is not None
-        buckets.setdefault(layer.spec, []).append(layer.name)
-    if not buckets:
-        return []
-    sizes = [len(names) for names in buckets.values()]
-    group_size = min(sizes)
-    if max(sizes) < group_size * 1.25:
-        group_size = max(sizes)
-    groups: list[GroupPlan] = []
-    for spec, names in buckets.items():
-        k = cdiv(len(names), group_size)
-        for i in range(k):
-            groups.append(GroupPlan(len(groups), spec.attention, spec, names[i::k]))
-    return groups
-
-
-def _uniform(layers: list[Layer], what: str) -> tuple[int, int] | None:
-    """(page size, block size) shared by ``layers``; None when they differ."""
-    pages = {layer.spec.page_size_bytes for layer in layers if layer.spec is not None}
-    blocks = {layer.spec.block_size for layer in layers if layer.spec is not None}
-    if len(pages) > 1 or len(blocks) > 1:
-        return None
-    return pages.pop(), blocks.pop()
-
-
-def _side(
-    owners: list[Layer], groups: list[GroupPlan], max_len: int, options: PlanOptions
-) -> SidePlan:
-    mnbt = options.max_num_batched_tokens
-    bytes_per_token = 0
-    per_sequence = 0
-    engine_request = 0
-    counts: dict[KVCacheSpec, int] = {}
-    for layer in owners:
-        assert layer.spec is not None
-        counts[layer.spec] = counts.get(layer.spec, 0) + 1
-    for spec, n in counts.items():
-        bytes_per_token += n * spec.bytes_per_token
-        per_sequence += n * spec.tokens_held(max_len) * spec.bytes_per_token
-        engine_request += n * spec.blocks_per_request(max_len, mnbt) * spec.page_size_bytes
-    group_size = max(len(g.layer_names) for g in groups)
-    per_request = sum(g.spec.blocks_per_request(max_len, mnbt) for g in groups)
+def _side(layers: list[Layer], run: _Run) -> tuple[SidePlan, Layout]:
+    layout = _layout(layers, run)
+    max_len = run.max_model_len
+    bytes_per_token = sum(s.bytes_per_token for s in layout.specs.values())
     side = SidePlan(
-        owners=len(owners),
-        num_groups=len(groups),
-        group_size=group_size,
+        owners=len(layers),
+        num_groups=len(layout.groups),
+        group_size=layout.group_size,
         bytes_per_token=bytes_per_token,
+        bytes_per_block=layout.bytes_per_block,
+        block_size=layout.block_size,
+        page_size_bytes=layout.page_size_bytes,
+        state_bytes=sum(
+            s.page_size_bytes for s in layout.specs.values() if isinstance(s, MambaSpec)
+        ),
+    )
+    if max_len is None:
+        return side, layout
+    reserve = run.reserve_tokens
+    per_sequence = sum(
+        s.tokens_held(max_len) * s.bytes_per_token
+        + (s.page_size_bytes * s.pages_per_request if isinstance(s, MambaSpec) else 0)
+        for s in layout.specs.values()
+    )
+    per_request = layout.blocks_per_request(max_len, reserve)
+    side = replace(
+        side,
         per_sequence_bytes=per_sequence,
         blocks_per_request=per_request,
-        engine_request_bytes=engine_request,
+        engine_request_bytes=layout.request_bytes(max_len, reserve, run.rules),
     )
-    memory = options.memory_bytes
+    memory = run.options.memory_bytes
+    override = run.options.num_gpu_blocks_override
+    if memory is None and override is not None:
+        memory = override * layout.bytes_per_block
     if memory is None:
-        return side
-    page = groups[0].spec.page_size_bytes
-    block = groups[0].spec.block_size
-    num_blocks = memory // page // group_size
-    return replace(
-        side,
-        num_blocks=num_blocks,
-        max_tokens=num_blocks // len(groups) * block,
-        max_concurrency=num_blocks / per_request,
+        return side, layout
+    blocks = override if override is not None else num_blocks(layout, memory)
+    concurrency = blocks / per_request
+    if run.rules.tokens_from_concurrency:
+        tokens = int(concurrency * max_len)
+    else:
+        tokens = blocks // len(layout.groups) * layout.block_size
+    available = check_memory(layout, memory, run.rules)
+    fits = None
+    if side.engine_request_bytes is not None and side.engine_request_bytes > available:
+        fits = largest_max_model_len(layout, available, max_len, reserve, run.rules)
+    return (
+        replace(
+            side,
+            num_blocks=blocks,
+            max_tokens=tokens,
+            max_concurrency=concurrency,
+            check_memory_bytes=available,
+            largest_fitting_max_model_len=fits,
+        ),
+        layout,
     )
+
+
+def _reserve_tokens(options: PlanOptions) -> int:
+    """Tokens a window may be written past in one step: one batch, or every in-flight batch."""
+    batches = 2 if options.rules.in_flight_reserve and options.async_scheduling else 1
+    return batches * options.max_num_batched_tokens
 
 
 def plan_kv_cache(
     config: ModelConfig, options: PlanOptions, *, extra_findings: list[Finding] | None = None
 ) -> KVPlan:
     """Validate the config's sharing map and plan its KV cache as the engine would."""
-    layers = _apply_options(config, options)
+    rules = options.rules
+    layers = rank_layers(config, options)
     max_len = options.max_model_len or config.max_model_len
-    if max_len is None:
-        raise InputError(
-            "the config gives no maximum model length",
-            hint="pass --max-model-len (or set max_model_len / max_position_embeddings)",
-        )
-    if max_len <= 0:  # only a ModelConfig built in code: the readers and options refuse it
+    if max_len is not None and max_len <= 0:  # only a ModelConfig built in code
         raise InputError(f"{config.name}: max_model_len must be positive, got {max_len}")
     if not any(layer.spec is not None for layer in layers):
         raise InputError(
-            f"no layer of {config.name} keeps a KV cache, so there is nothing to plan",
-            hint="every layer is of a type without KV cache (linear attention, state space)",
+            f"no layer of {config.name} keeps a KV cache or a state, so there is nothing to plan",
+            hint="every layer is of a type without a cache",
         )
-    findings = list(extra_findings or []) + validate_sharing_map(layers)
+    findings = list(extra_findings or []) + validate_sharing_map(layers, strict=options.strict)
     findings += config.findings + config.map_findings
-    errors = any(f.severity == "error" for f in findings)
+    map_errors = any(f.severity == "error" for f in findings)
+    if max_len is None:
+        findings.append(
+            Finding(
+                "no-max-model-len",
+                "info",
+                "the config gives no maximum model length, so per-request figures (blocks, "
+                "concurrency, the start-up check) are not computed",
+                hint="pass --max-model-len (or set max_position_embeddings in the config)",
+            )
+        )
 
+    findings += _release_notes(layers, options)
     kv_layers = [layer for layer in layers if layer.spec is not None]
     owners = [layer for layer in kv_layers if layer.kv_sharing_target is None]
     if not owners:
@@ -289,56 +181,48 @@ def plan_kv_cache(
             "every layer with a KV cache shares another's, so no layer owns a cache",
             hint="at least one layer must own its cache (no kv_sharing_target)",
         )
-    uniform = _uniform(owners, "owning layers")
-    if uniform is None:
-        pages = sorted({(lay.spec.page_size_bytes, lay.spec.block_size) for lay in owners})  # type: ignore[union-attr]
-        raise InputError(
-            "the layers that own a KV cache have different page sizes or block sizes "
-            f"({', '.join(f'{p} B / block {b}' for p, b in pages)}); the engine's grouping for "
-            "that is not modelled by mmcli",
-            hint="plan models whose cache-owning layers have equal page sizes",
-        )
-    page, block = uniform
+    run = _Run(
+        rules, max_len, _reserve_tokens(options), _state_pages(config, layers, options), options
+    )
+    if len({layer.name for layer in layers}) < len(layers):
+        # Duplicate names: the engine keys caches by name, so there is no plan to make.
+        return _unplanned(config, layers, findings, max_len, options)
+    try:
+        without, without_layout = _side(kv_layers, run)
+        with_side: SidePlan | None = None
+        groups: list[GroupPlan] = []
+        owner_groups: list[GroupPlan] = []
+        group_of: list[int | None] = [None] * len(layers)
+        engine_layout = without_layout
+        if not map_errors:
+            with_side, layout = _side(owners, run)
+            if config.engine_shares:
+                engine_layout = layout
+            owner_groups = [
+                GroupPlan(g.index, g.attention, g.spec, list(g.layer_names)) for g in layout.groups
+            ]
+            groups = [
+                GroupPlan(g.index, g.attention, g.spec, list(g.layer_names)) for g in layout.groups
+            ]
+            index_of = {layer.name: i for i, layer in enumerate(layers)}
+            for g in groups:
+                for name in g.layer_names:
+                    group_of[index_of[name]] = g.index
+            for i, layer in enumerate(layers):
+                if layer.kv_sharing_target is not None and layer.spec is not None:
+                    g_index = group_of[index_of[layer.kv_sharing_target]]
+                    assert g_index is not None
+                    groups[g_index].layer_names.append(layer.name)
+                    group_of[i] = g_index
+    except EngineRefusal as refusal:
+        raise InputError(refusal.message, hint=refusal.hint) from None
 
-    without: SidePlan | None = None
-    if _uniform(kv_layers, "layers") is not None:
-        without = _side(kv_layers, engine_groups(kv_layers), max_len, options)
-
-    with_side: SidePlan | None = None
-    groups: list[GroupPlan] = []
-    owner_groups: list[GroupPlan] = []
-    group_of: list[int | None] = [None] * len(layers)
-    if not errors:
-        owner_groups = engine_groups(owners)
-        with_side = _side(owners, owner_groups, max_len, options)
-        groups = [
-            GroupPlan(g.index, g.attention, g.spec, list(g.layer_names)) for g in owner_groups
-        ]
-        index_of = {layer.name: i for i, layer in enumerate(layers)}
-        for g in groups:
-            for name in g.layer_names:
-                group_of[index_of[name]] = g.index
-        for i, layer in enumerate(layers):
-            if layer.kv_sharing_target is not None and layer.spec is not None:
-                g_index = group_of[index_of[layer.kv_sharing_target]]
-                assert g_index is not None
-                groups[g_index].layer_names.append(layer.name)
-                group_of[i] = g_index
-
-    running = with_side or without
-    if running is not None and options.memory_bytes is not None:
-        if options.memory_bytes < running.engine_request_bytes:
-            findings.append(
-                Finding(
-                    "memory-too-small",
-                    "warning",
-                    f"one request of {max_len} tokens needs {running.engine_request_bytes} "
-                    f"bytes of KV cache per GPU, but --memory gives {options.memory_bytes}: "
-                    "the engine would refuse to start",
-                    hint="lower --max-model-len, raise --memory or --tensor-parallel-size, or "
-                    "use --kv-dtype fp8",
-                )
-            )
+    engine_side = (
+        "with_sharing" if with_side is not None and config.engine_shares else "without_sharing"
+    )
+    running = with_side if engine_side == "with_sharing" else without
+    if running is not None and running.largest_fitting_max_model_len is not None:
+        findings.append(_too_small(running, max_len, options))
     return KVPlan(
         model=config.name,
         source=config.source,
@@ -346,11 +230,87 @@ def plan_kv_cache(
         groups=groups,
         group_of=group_of,
         findings=findings,
-        page_size_bytes=page,
-        block_size=block,
+        page_size_bytes=engine_layout.page_size_bytes,
+        block_size=engine_layout.block_size,
         max_model_len=max_len,
         options=options,
         with_sharing=with_side,
         without_sharing=without,
         owner_groups=owner_groups,
+        rules=rules,
+        engine_side=engine_side,
+    )
+
+
+def _unplanned(
+    config: ModelConfig,
+    layers: list[Layer],
+    findings: list[Finding],
+    max_len: int | None,
+    options: PlanOptions,
+) -> KVPlan:
+    """A plan with findings only: the layers cannot be laid out (their names collide)."""
+    return KVPlan(
+        model=config.name,
+        source=config.source,
+        layers=layers,
+        groups=[],
+        group_of=[None] * len(layers),
+        findings=findings,
+        page_size_bytes=0,
+        block_size=options.block_size or DEFAULT_BLOCK_SIZE,
+        max_model_len=max_len,
+        options=options,
+        with_sharing=None,
+        without_sharing=None,
+        rules=options.rules,
+        engine_side="without_sharing",
+    )
+
+
+def _release_notes(layers: list[Layer], options: PlanOptions) -> list[Finding]:
+    """What the chosen rules cannot know: a newer release, a backend-chosen block size."""
+    notes = []
+    rules = options.rules
+    if parse_release(rules.release) > parse_release(NEWEST):
+        notes.append(
+            Finding(
+                "newer-release",
+                "info",
+                f"vLLM {rules.release} is newer than the newest release mirrored ({NEWEST}); "
+                f"this plan uses {NEWEST}'s rules",
+                hint="check its start-up log: mmcli kv-share explain LOG --config CONFIG",
+            )
+        )
+    if options.block_size is None and any(isinstance(lay.spec, MLAAttentionSpec) for lay in layers):
+        notes.append(
+            Finding(
+                "backend-block-size",
+                "info",
+                "without --block-size, vLLM lets the MLA attention backend pick the block size "
+                "(FlashMLA needs 64 tokens, others 16); this plan uses 16",
+                hint="pass --block-size 64 to plan a FlashMLA run",
+            )
+        )
+    return notes
+
+
+def _too_small(side: SidePlan, max_len: int | None, options: PlanOptions) -> Finding:
+    """The engine's start-up refusal: one request at max_model_len does not fit."""
+    gib = 2**30
+    need, have = side.engine_request_bytes or 0, side.check_memory_bytes or 0
+    fits = side.largest_fitting_max_model_len or 0
+    estimate = (
+        f"; the largest max_model_len that fits is {fits:,}"
+        if fits
+        else "; not even a 1-token request fits"
+    )
+    return Finding(
+        "memory-too-small",
+        "error",
+        f"to serve one request of max_model_len {max_len:,}, {need / gib:.2f} GiB of KV cache "
+        f"({need:,} B) is needed, more than the {have / gib:.2f} GiB ({have:,} B) available: "
+        f"the engine would refuse to start{estimate}",
+        hint="lower --max-model-len, raise --memory or --tensor-parallel-size, or use "
+        "--kv-dtype fp8",
     )

@@ -7,7 +7,7 @@ from typing import Any
 
 from mmcli.errors import KVSharingError
 from mmcli.findings import Finding
-from mmcli.kv.spec import Layer
+from mmcli.kv.spec import KVCacheSpec, Layer
 
 # Looking for near-miss names is linear in the layer count per unknown target; beyond this
 # many layers the suggestion is not worth the time.
@@ -21,9 +21,11 @@ def _describe(index: int, name: str) -> str:
 def _spec_differences(layer: Layer, target: Layer) -> list[str]:
     """Every KV-spec field on which ``layer`` and ``target`` differ, as 'field A vs B'."""
     a, b = layer.spec, target.spec
-    if a is None or b is None:
+    if not isinstance(a, KVCacheSpec) or not isinstance(b, KVCacheSpec):
         return []
-    fields = ["num_kv_heads", "head_size", "dtype", "block_size", "sliding_window"]
+    fields = ["num_kv_heads", "head_size", "dtype", "block_size"]
+    if layer.attention == target.attention:  # a kind mismatch is reported on its own
+        fields += ["sliding_window", "attention_chunk_size"]
     out = []
     for name in fields:
         va, vb = getattr(a, name, None), getattr(b, name, None)
@@ -32,12 +34,16 @@ def _spec_differences(layer: Layer, target: Layer) -> list[str]:
     return out
 
 
-def validate_sharing_map(layers: Sequence[Layer]) -> list[Finding]:
-    """Every problem with the layers' ``kv_sharing_target`` entries, as error findings.
+def validate_sharing_map(layers: Sequence[Layer], *, strict: bool = False) -> list[Finding]:
+    """Every problem with the layers' ``kv_sharing_target`` entries, as findings.
 
-    Checks what the engine checks (target exists, is not the layer, comes before it, same
-    attention type) and what it does not (chains and cycles, equal KV specs, unique names).
-    Linear in the number of layers.
+    Checks what the engine checks (target exists, is not the layer, comes before it, a
+    target that holds a KV cache) and what it does not (chains and cycles, equal KV specs,
+    unique names). Sharing between attention kinds (a sliding layer reading a full layer's
+    cache, or the reverse) is accepted by the engine, which compares only the attention type
+    (decoder, encoder): it is a warning (``attention-kind-mismatch``), an error with
+    ``strict``. Sharing with a layer that keeps no KV cache (or a recurrent state) is an
+    error. Linear in the number of layers.
     """
     findings: list[Finding] = []
     index_of: dict[str, int] = {}
@@ -111,19 +117,22 @@ def validate_sharing_map(layers: Sequence[Layer]) -> list[Finding]:
             if roots is None:
                 roots = _roots(layers, index_of)
             findings.append(_chain_finding(layers, i, j, roots[i]))
-        if layer.attention != tgt.attention:
+        kv = isinstance(layer.spec, KVCacheSpec) and isinstance(tgt.spec, KVCacheSpec)
+        if layer.attention != tgt.attention and not kv:
             findings.append(
                 Finding(
                     "attention-mismatch",
                     "error",
                     f"{who} has attention {layer.attention} but its target "
                     f"{_describe(j, target)} has attention {tgt.attention}",
-                    hint="a layer can only share the cache of a layer with the same attention "
-                    "type ('none' layers keep no KV cache to share)",
+                    hint="a layer can only share the cache of an attention layer ('none' "
+                    "layers keep no KV cache to share, and a recurrent state is no KV cache)",
                     layer=layer.name,
                 )
             )
         else:
+            if layer.attention != tgt.attention:
+                findings.append(_kind_finding(i, layer, j, tgt, strict))
             diffs = _spec_differences(layer, tgt)
             if diffs:
                 findings.append(
@@ -139,6 +148,42 @@ def validate_sharing_map(layers: Sequence[Layer]) -> list[Finding]:
                     )
                 )
     return findings
+
+
+def _kind_finding(i: int, layer: Layer, j: int, tgt: Layer, strict: bool) -> Finding:
+    """A layer sharing the cache of a layer of another attention kind (full ↔ sliding …)."""
+    who, whom = _describe(i, layer.name), _describe(j, tgt.name)
+    assert isinstance(layer.spec, KVCacheSpec) and isinstance(tgt.spec, KVCacheSpec)
+    kept = _tokens_kept(tgt.spec)
+    needed = _tokens_kept(layer.spec)
+    message = (
+        f"{who} ({layer.attention}) shares the cache of {whom} ({tgt.attention}); the engine "
+        "accepts this, as it compares only the attention type (decoder, encoder)"
+    )
+    if kept is not None and (needed is None or needed > kept):
+        message += (
+            f", but the target keeps only its last {kept} tokens (older blocks are freed), so "
+            f"layer {i} cannot see tokens further back and its outputs change past {kept} tokens"
+        )
+    else:
+        message += (
+            ": the target keeps every token the layer reads, so the layer loses no context "
+            "and keeps no pages of its own"
+        )
+    return Finding(
+        "attention-kind-mismatch",
+        "error" if strict else "warning",
+        message,
+        hint="share with a layer of the same attention kind to keep the model's behaviour "
+        "(an error under --strict)",
+        layer=layer.name,
+    )
+
+
+def _tokens_kept(spec: KVCacheSpec) -> int | None:
+    """Tokens a layer of this spec reads back (None: all of them)."""
+    window = getattr(spec, "sliding_window", None) or getattr(spec, "attention_chunk_size", None)
+    return window if isinstance(window, int) else None
 
 
 _CYCLE = -1

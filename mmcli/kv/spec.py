@@ -1,4 +1,11 @@
-"""KV-cache spec types: what one attention layer keeps per token, and its page size."""
+"""KV-cache spec types: what one layer keeps per token (or per request), and its page size.
+
+Attention kinds: full, sliding window, chunked local (Llama 4) and multi-head latent attention
+(MLA: one latent per token, stored once). Recurrent-state layers are :class:`MambaSpec`
+(``mmcli.kv.state``). Every spec answers how many pages one request reserves
+(:meth:`KVCacheSpec.blocks_per_request`) given the request length and the tokens the engine
+may write past a window in one step (``reserve_tokens``).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +13,10 @@ from dataclasses import dataclass, field
 
 from mmcli.dtypes import KV_DTYPE_BYTES, kv_dtype_or_none
 from mmcli.errors import InputError
+from mmcli.kv.state import MambaSpec
+
+#: Bytes per token per layer of vLLM's ``fp8_ds_mla`` cache (fp8 latent, scales, bf16 rope).
+DS_MLA_BYTES_PER_TOKEN = 656
 
 
 def cdiv(a: int, b: int) -> int:
@@ -65,7 +76,12 @@ class KVCacheSpec:
         """Tokens one sequence of ``max_model_len`` keeps in this layer (plain estimate)."""
         return max_model_len
 
-    def blocks_per_request(self, max_model_len: int, max_num_batched_tokens: int) -> int:
+    @property
+    def type_key(self) -> str:
+        """What the engine compares to put layers of different specs in one group."""
+        return self.attention
+
+    def blocks_per_request(self, max_model_len: int, reserve_tokens: int) -> int:
         """Blocks the engine reserves for one request at ``max_model_len``."""
         return cdiv(max_model_len, self.block_size)
 
@@ -101,11 +117,72 @@ class SlidingWindowSpec(KVCacheSpec):
     def tokens_held(self, max_model_len: int) -> int:
         return min(max_model_len, self.sliding_window)
 
-    def blocks_per_request(self, max_model_len: int, max_num_batched_tokens: int) -> int:
-        # The window need not start on a block boundary, hence one block more; and a prefill
-        # chunk of up to max_num_batched_tokens is written before the window slides past it.
-        tokens = min(self.sliding_window - 1 + max_num_batched_tokens, max_model_len)
+    @property
+    def type_key(self) -> str:
+        return f"sliding:{self.sliding_window}"
+
+    def blocks_per_request(self, max_model_len: int, reserve_tokens: int) -> int:
+        # The window need not start on a block boundary, hence one block more; and the tokens
+        # of a step (a prefill chunk, or every in-flight batch) are written before the window
+        # slides past them.
+        tokens = min(self.sliding_window - 1 + reserve_tokens, max_model_len)
         return cdiv(tokens, self.block_size) + 1
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkedLocalAttentionSpec(KVCacheSpec):
+    """A layer attending within fixed chunks of ``attention_chunk_size`` tokens (Llama 4)."""
+
+    attention_chunk_size: int = field(default=0)
+
+    def __post_init__(self) -> None:
+        KVCacheSpec.__post_init__(self)
+        chunk = self.attention_chunk_size
+        if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk <= 0:
+            raise InputError(
+                f"attention_chunk_size must be a positive integer, got {chunk!r}",
+                hint="a chunked local layer needs its chunk length in tokens",
+            )
+
+    @property
+    def attention(self) -> str:
+        return "chunked"
+
+    @property
+    def type_key(self) -> str:
+        return f"chunked:{self.attention_chunk_size}"
+
+    def tokens_held(self, max_model_len: int) -> int:
+        return min(max_model_len, self.attention_chunk_size)
+
+    def blocks_per_request(self, max_model_len: int, reserve_tokens: int) -> int:
+        tokens = min(self.attention_chunk_size + reserve_tokens, max_model_len)
+        return cdiv(tokens, self.block_size)
+
+
+@dataclass(frozen=True, slots=True)
+class MLAAttentionSpec(FullAttentionSpec):
+    """Multi-head latent attention: one latent of ``head_size`` per token, stored once.
+
+    ``head_size`` is ``kv_lora_rank + qk_rope_head_dim`` (576 for DeepSeek V3) and
+    ``num_kv_heads`` is 1. With ``ds_mla`` (vLLM's ``fp8_ds_mla``) a token takes 656 bytes.
+    """
+
+    ds_mla: bool = field(default=False)
+
+    @property
+    def attention(self) -> str:
+        return "mla"
+
+    @property
+    def type_key(self) -> str:
+        return "full"  # the engine's MLA spec is a full-attention spec
+
+    @property
+    def bytes_per_token(self) -> int:
+        if self.ds_mla:
+            return DS_MLA_BYTES_PER_TOKEN
+        return self.num_kv_heads * self.head_size * self.dtype_bytes
 
 
 @dataclass(slots=True)
@@ -113,7 +190,7 @@ class KVCacheGroupSpec:
     """Layers that share one block table; the engine appends sharing layers to their target's."""
 
     layer_names: list[str]
-    kv_cache_spec: KVCacheSpec
+    kv_cache_spec: KVCacheSpec | MambaSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,12 +198,12 @@ class Layer:
     """One layer of a model as the planner sees it: its KV spec (None: it keeps no KV cache)."""
 
     name: str
-    spec: KVCacheSpec | None
+    spec: KVCacheSpec | MambaSpec | None
     kv_sharing_target: str | None = None
     #: The layer type the config gave (``sliding_attention``, ``linear_attention``, …).
     kind: str = ""
 
     @property
     def attention(self) -> str:
-        """``full``, ``sliding``, or ``none`` for a layer without a KV cache."""
+        """``full``, ``sliding``, ``chunked``, ``mla``, ``mamba``, or ``none`` (no cache)."""
         return "none" if self.spec is None else self.spec.attention

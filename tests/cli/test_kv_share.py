@@ -49,11 +49,16 @@ def toy(**layer0: Any) -> dict[str, Any]:
 
 def test_json_document_has_the_spec_shape(tmp_path: Path) -> None:
     result = plan(write(tmp_path, toy()), "--format", "json", "--memory", "4MiB")
-    assert result.exit_code == 0, result.stderr
+    # The newest rules count every group and hold a null block back: one request of 1024
+    # tokens does not fit, so the engine would refuse to start (exit 1).
+    assert result.exit_code == 1, result.stderr
     doc = json.loads(result.stdout)
     assert list(doc) == [
         "model",
         "source",
+        "vllm_rules",
+        "engine_side",
+        "max_model_len",
         "layers",
         "groups",
         "findings",
@@ -62,6 +67,8 @@ def test_json_document_has_the_spec_shape(tmp_path: Path) -> None:
         "exit_code",
     ]
     assert doc["model"] == "toy" and doc["source"] == "mmcli"
+    assert doc["vllm_rules"] == {"release": "0.34", "mirrored": "0.34"}
+    assert (doc["engine_side"], doc["max_model_len"]) == ("with_sharing", 1024)
     assert doc["layers"][1] == {
         "index": 1,
         "name": name(1),
@@ -70,6 +77,8 @@ def test_json_document_has_the_spec_shape(tmp_path: Path) -> None:
         "head_size": 64,
         "dtype": "float16",
         "sliding_window": 4096,
+        "attention_chunk_size": None,
+        "state_bytes": None,
         "kv_sharing_target": None,
         "group": 1,
     }
@@ -79,35 +88,43 @@ def test_json_document_has_the_spec_shape(tmp_path: Path) -> None:
         {"index": 0, "attention": "full", "layer_names": [name(0), name(2)]},
         {"index": 1, "attention": "sliding", "layer_names": [name(1)]},
     ]
-    # 1 full + 1 sliding owner, page 32 KiB; buckets of 1 → 2 groups of 1.
+    # 1 full + 1 sliding owner, page 32 KiB; buckets of 1 → 2 groups of 1. Without sharing:
+    # 2 full + 1 sliding, 2 ≥ 1.5 × 1 → group size 1, 3 groups. 4 MiB // 32 KiB = 128 blocks.
+    # Per request: full cdiv(1024, 16) = 64 per group; sliding cdiv(min(4095 + 2 × 8192,
+    # 1024), 16) + 1 = 65. Tokens printed as int(concurrency × 1024).
+    both = {"with_sharing": 32768, "without_sharing": 32768}
     assert doc["memory"] == {
         "page_size_bytes": 32768,
+        "block_size": 16,
+        "bytes_per_block": both,
         "bytes_per_token": {"with_sharing": 4096, "without_sharing": 6144},
+        "state_bytes": {"with_sharing": 0, "without_sharing": 0},
+        "blocks_per_request": {"with_sharing": 129, "without_sharing": 193},
+        "engine_request_bytes": {"with_sharing": 129 * 32768, "without_sharing": 193 * 32768},
         "per_sequence_bytes": {"with_sharing": 4 * 2**20, "without_sharing": 6 * 2**20},
         "savings_fraction": pytest.approx(1 / 3),
-        # Group size 1 on both sides (with: 1 full + 1 sliding; without: 2 full + 1 sliding,
-        # 2 ≥ 1.25 × 1): 4 MiB // 32 KiB // 1 blocks, shared by 2 and 3 groups.
         "num_blocks": {"with_sharing": 128, "without_sharing": 128},
-        "max_tokens": {"with_sharing": 128 // 2 * 16, "without_sharing": 128 // 3 * 16},
-        # per request: full cdiv(1024, 16) = 64 per group, sliding cdiv(1024, 16) + 1 = 65
+        "max_tokens": {"with_sharing": 1016, "without_sharing": 679},
         "max_concurrency": {
-            "with_sharing": pytest.approx(128 / (64 + 65)),
-            "without_sharing": pytest.approx(128 / (64 + 64 + 65)),
+            "with_sharing": pytest.approx(128 / 129),
+            "without_sharing": pytest.approx(128 / 193),
         },
     }
+    # Available: 4 MiB less the null block = 127 blocks; 2 × cdiv(L, 16) + 1 ≤ 127 → L ≤ 1008.
     assert doc["findings"] == [
         {
             "code": "memory-too-small",
-            "severity": "warning",
+            "severity": "error",
             "layer": None,
-            "message": "one request of 1024 tokens needs 4227072 bytes of KV cache per GPU, but "
-            "--memory gives 4194304: the engine would refuse to start",
+            "message": "to serve one request of max_model_len 1,024, 0.00 GiB of KV cache "
+            "(4,227,072 B) is needed, more than the 0.00 GiB (4,161,536 B) available: the "
+            "engine would refuse to start; the largest max_model_len that fits is 1,008",
             "hint": "lower --max-model-len, raise --memory or --tensor-parallel-size, or use "
             "--kv-dtype fp8",
         }
     ]
     assert doc["aliasing_verified"] is True
-    assert doc["exit_code"] == 0
+    assert doc["exit_code"] == 1
 
 
 def test_without_memory_capacity_is_null(tmp_path: Path) -> None:
@@ -128,7 +145,7 @@ def test_broken_sample_exits_1_with_every_code() -> None:
             "self-target",
             "target-after",
             "chained-target",
-            "attention-mismatch",
+            "attention-kind-mismatch",  # a warning: the engine accepts full ↔ sliding
             "spec-mismatch",
             "unknown-target",
         ]
@@ -149,7 +166,7 @@ def test_table_report_for_samples() -> None:
     assert "map valid: 0 errors, 0 warnings" in out
     result = plan(str(SAMPLES / "broken-map.json"))
     assert result.exit_code == 1
-    assert "map invalid: 7 errors, 0 warnings" in result.stdout
+    assert "map invalid: 6 errors, 1 warnings" in result.stdout
     assert "aliasing check: skipped, the map has errors" in result.stdout
 
 
@@ -183,9 +200,10 @@ def test_map_override_and_emit_map(tmp_path: Path) -> None:
     result = plan(config, "--map", mapping, "--emit-map", str(out), "--format", "json")
     assert result.exit_code == 1
     doc = json.loads(result.stdout)
-    assert [(f["code"], f["layer"]) for f in doc["findings"]] == [
-        ("unknown-layer", "7"),
-        ("attention-mismatch", name(1)),
+    assert [(f["code"], f["severity"], f["layer"]) for f in doc["findings"]] == [
+        ("unknown-layer", "error", "7"),
+        # A sliding layer reading a full layer's cache: the engine accepts it.
+        ("attention-kind-mismatch", "warning", name(1)),
     ]
     assert json.loads(out.read_text()) == {name(1): name(0)}
     assert "wrote 1 map entries" in result.stderr
@@ -290,7 +308,7 @@ BAD_CONFIGS: list[tuple[str, Any, str]] = [
     ("negative-block", toy(block_size=-16), "block_size must be a positive integer, got -16"),
     ("unknown-dtype", toy(dtype="float12"), "dtype: unknown dtype 'float12'"),
     ("unknown-key", toy(heads=8), "layers[0]: unknown key 'heads'"),
-    ("unknown-attention", toy(attention="chunked"), "unknown attention type 'chunked'"),
+    ("unknown-attention", toy(attention="ring"), "unknown attention type 'ring'"),
     ("layers-not-list", {"layers": {"a": 1}}, "layers must be a non-empty list, got dict"),
     (
         "window-on-full",
@@ -305,14 +323,9 @@ BAD_CONFIGS: list[tuple[str, Any, str]] = [
     ("hf-zero-layers", {**HF_BASE, "num_hidden_layers": 0}, "must be at least 1, got 0"),
     ("hf-dtype", {**HF_BASE, "torch_dtype": "int3"}, "unknown dtype 'int3'"),
     (
-        "hf-window-no-types",
-        {**HF_BASE, "sliding_window": 4096},
-        "sliding_window is 4096 but the config has no layer_types",
-    ),
-    (
         "hf-unknown-type",
-        {**HF_BASE, "layer_types": ["full_attention", "chunked_attention"]},
-        "layer_types[1] is 'chunked_attention', a layer type mmcli does not know",
+        {**HF_BASE, "layer_types": ["full_attention", "ring_attention"]},
+        "layer_types[1] is 'ring_attention', a layer type mmcli does not know",
     ),
     (
         "hf-types-length",
@@ -320,7 +333,7 @@ BAD_CONFIGS: list[tuple[str, Any, str]] = [
         "layer_types has 1 entries but num_hidden_layers is 2",
     ),
     ("hf-mla", {**HF_BASE, "kv_lora_rank": 512}, "multi-head latent attention"),
-    ("hf-chunked", {**HF_BASE, "attention_chunk_size": 8192}, "chunked local attention"),
+    ("hf-chunked", {**HF_BASE, "attention_chunk_size": 8192}, "attention_chunk_size"),
     (
         "hf-shared-all",
         {**HF_BASE, "num_kv_shared_layers": 2},
@@ -340,11 +353,6 @@ BAD_CONFIGS: list[tuple[str, Any, str]] = [
         "hf-text-config",
         {"text_config": {**HF_BASE, "head_dim": "64"}},
         'head_dim must be an integer, got str "64"',
-    ),
-    (
-        "no-max-len",
-        {**toy(), "max_model_len": None},
-        "the config gives no maximum model length",
     ),
 ]
 

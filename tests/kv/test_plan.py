@@ -9,10 +9,12 @@ import pytest
 
 from mmcli.errors import InputError
 from mmcli.kv.aliasing import check_aliasing
+from mmcli.kv.engine import group_layers
 from mmcli.kv.hf_config import parse_hf_config
 from mmcli.kv.model import ModelConfig
 from mmcli.kv.options import PlanOptions
-from mmcli.kv.plan import KVPlan, engine_groups, plan_kv_cache
+from mmcli.kv.plan import KVPlan, plan_kv_cache
+from mmcli.kv.releases import rules_for
 from mmcli.kv.spec import FullAttentionSpec, Layer, SlidingWindowSpec
 
 MiB = 2**20
@@ -73,7 +75,7 @@ def uniform(shared: bool) -> ModelConfig:
 
 
 def test_uniform_two_layers_without_sharing() -> None:
-    plan = plan_kv_cache(uniform(False), PlanOptions(memory_bytes=4 * MiB))
+    plan = plan_kv_cache(uniform(False), PlanOptions(memory_bytes=4 * MiB, vllm_version="0.15"))
     assert plan.page_size_bytes == 32768
     side = plan.with_sharing
     assert side is not None and side == plan.without_sharing
@@ -133,7 +135,8 @@ def hybrid(shared: bool) -> ModelConfig:
     return ModelConfig("hybrid", "mmcli", layers, max_model_len=8192)
 
 
-OPTS = PlanOptions(memory_bytes=128 * MiB, max_num_batched_tokens=2048)
+# The arithmetic of vLLM 0.15 (one batch of reserve, blocks // groups × block tokens).
+OPTS = PlanOptions(memory_bytes=128 * MiB, max_num_batched_tokens=2048, vllm_version="0.15")
 
 
 def test_hybrid_more_sliding_than_full_without_sharing() -> None:
@@ -185,35 +188,48 @@ def test_hybrid_with_sharing() -> None:
     assert check_aliasing(plan, "meta").verified
 
 
+def engine_groups(specs: list[Any], release: str) -> list[list[str]]:
+    layout = group_layers({name(i): spec for i, spec in enumerate(specs)}, rules_for(release))
+    return [g.layer_names for g in layout.groups]
+
+
 def test_engine_groups_uses_largest_bucket_when_close() -> None:
     full = FullAttentionSpec(16, 4, 128, "bfloat16")
     slide = SlidingWindowSpec(16, 4, 128, "bfloat16", 1024)
     # 5 sliding, 6 full: 6 < 1.25 × 5 → group size 6: one group per bucket.
-    layers = [Layer(name(i), slide) for i in range(5)] + [
-        Layer(name(i), full) for i in range(5, 11)
-    ]
-    groups = engine_groups(layers)
-    assert [len(g.layer_names) for g in groups] == [5, 6]
-    # 4 sliding... 7 full: 7 ≥ 1.25 × 4 → size 4, full split into 2 strided groups.
-    layers = [Layer(name(i), slide) for i in range(4)] + [
-        Layer(name(i), full) for i in range(4, 11)
-    ]
-    groups = engine_groups(layers)
-    assert [g.layer_names for g in groups][1:] == [
+    groups = engine_groups([slide] * 5 + [full] * 6, "0.15")
+    assert [len(g) for g in groups] == [5, 6]
+    # 4 sliding, 7 full: 7 ≥ 1.25 × 4 → size 4, full split into 2 strided groups.
+    groups = engine_groups([slide] * 4 + [full] * 7, "0.15")
+    assert groups[1:] == [
         [name(4), name(6), name(8), name(10)],
         [name(5), name(7), name(9)],
     ]
+    # From 0.18 the threshold is 1.5: 7 < 1.5 × 5 → one group per bucket.
+    assert [len(g) for g in engine_groups([slide] * 5 + [full] * 7, "0.18")] == [5, 7]
+    assert [len(g) for g in engine_groups([slide] * 5 + [full] * 7, "0.17")] == [5, 4, 3]
+    # 0.10 and 0.11 had no threshold: always the smallest bucket.
+    assert [len(g) for g in engine_groups([slide] * 5 + [full] * 6, "0.11")] == [5, 3, 3]
 
 
-def test_memory_too_small_warns_with_the_engines_figure() -> None:
+def test_memory_too_small_is_the_engines_refusal() -> None:
     plan = plan_kv_cache(hybrid(False), PlanOptions(memory_bytes=64 * MiB))
-    # Engine check over all layers: (2 × 512 + 6 × cdiv(min(1023 + 8192, 8192), 16) + 6) pages
+    # Newest rules: every group counts, the window reserve is 2 in-flight batches of 8192, one
+    # null block is held back. Block = 2 layers × 32 KiB = 64 KiB; at 8192 tokens a request
+    # takes 3 sliding groups × (cdiv(min(1023 + 16384, 8192), 16) + 1 = 513) + 512 = 2051 blocks.
+    need = 65536 * 2051
+    have = 64 * MiB - 65536
     assert codes(plan) == ["memory-too-small"]
+    assert plan.findings[0].severity == "error"
+    # 1023 blocks fit: 4 × cdiv(L, 16) + 3 ≤ 1023 → cdiv(L, 16) ≤ 255 → L ≤ 4080.
     assert plan.findings[0].message == (
-        "one request of 8192 tokens needs "
-        f"{(2 * 512 + 6 * 513) * 32768} bytes of KV cache per GPU, but --memory gives "
-        f"{64 * MiB}: the engine would refuse to start"
+        f"to serve one request of max_model_len 8,192, {need / GiB:.2f} GiB of KV cache "
+        f"({need:,} B) is needed, more than the {have / GiB:.2f} GiB ({have:,} B) available: "
+        "the engine would refuse to start; the largest max_model_len that fits is 4,080"
     )
+    # vLLM 0.18 counts group 0 only (a sliding group, 513 blocks of 64 KiB): it starts.
+    old = plan_kv_cache(hybrid(False), PlanOptions(memory_bytes=64 * MiB, vllm_version="0.18"))
+    assert codes(old) == []
 
 
 # --- Gemma 3n -----------------------------------------------------------------------------
@@ -224,7 +240,7 @@ def test_gemma3n_e2b() -> None:
     targets = [layer.kv_sharing_target for layer in config.layers]
     assert targets[:20] == [None] * 20
     assert targets[20:] == [name(19) if (i + 1) % 5 == 0 else name(18) for i in range(20, 30)]
-    plan = plan_kv_cache(config, PlanOptions(memory_bytes=20 * GiB))
+    plan = plan_kv_cache(config, PlanOptions(memory_bytes=20 * GiB, vllm_version="0.15"))
     assert plan.findings == []  # vLLM's hard-coded 18 / 19 agree with the general rule here
     w, wo = plan.with_sharing, plan.without_sharing
     assert w is not None and wo is not None
@@ -305,7 +321,10 @@ def test_cla_factor_two() -> None:
     assert (w.max_tokens, wo.max_tokens) == (131072, 65536)
     assert (w.max_concurrency, wo.max_concurrency) == (32.0, 16.0)
     assert plan.savings_fraction == 0.5
-    assert plan.findings == []
+    # vLLM does not share Hunyuan's CLA layers: the map is a what-if, said as a warning.
+    assert not config.engine_shares
+    assert codes(plan) == ["cla-not-shared-by-engine"]
+    assert plan.findings[0].severity == "warning"
 
 
 def test_cla_disabled_warns_and_shares_nothing() -> None:
@@ -334,34 +353,50 @@ def test_tensor_parallel_split_and_refusals() -> None:
 # --- no-KV layers, maps, sizes ------------------------------------------------------------
 
 
-def test_linear_attention_layers_hold_no_kv() -> None:
+def test_linear_attention_layers_hold_a_state_not_kv() -> None:
     types = ["linear_attention", "linear_attention", "linear_attention", "full_attention"] * 2
-    config = hf(
-        num_hidden_layers=8,
-        num_attention_heads=16,
-        num_key_value_heads=2,
-        head_dim=256,
-        layer_types=types,
-        max_position_embeddings=4096,
-        torch_dtype="bfloat16",
-    )
-    plan = plan_kv_cache(config, PlanOptions())
-    assert [layer.attention for layer in plan.layers] == ["none"] * 3 + ["full"] + ["none"] * 3 + [
-        "full"
-    ]
-    assert plan.layers[0].name == "model.layers.0.linear_attention"
-    assert plan.with_sharing is not None
-    assert plan.with_sharing.bytes_per_token == 2 * (2 * 2 * 256 * 2)
-    assert plan.group_of == [None, None, None, 0, None, None, None, 0]
+    text: dict[str, Any] = {
+        "num_hidden_layers": 8,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 2,
+        "head_dim": 256,
+        "layer_types": types,
+        "max_position_embeddings": 4096,
+        "torch_dtype": "bfloat16",
+    }
+    # Without the linear_* dimensions the state size is unknown: refused, not planned as 0.
+    with pytest.raises(InputError, match="linear_num_key_heads is not set"):
+        hf(**text)
+    config = hf(**text, model_type="qwen3_next")  # transformers' Qwen3-Next defaults
+    assert [layer.attention for layer in config.layers] == (["mamba"] * 3 + ["full"]) * 2
+    assert config.layers[0].name == "model.layers.0.linear_attention"
+    full = [layer.spec for layer in config.layers if layer.attention == "full"]
+    assert all(spec is not None and spec.bytes_per_token == 2 * 2 * 256 * 2 for spec in full)
 
 
-def test_unequal_page_sizes_are_refused() -> None:
+def test_one_attention_type_with_different_specs_is_one_group() -> None:
+    # vLLM's UniformTypeKVCacheSpecs: full layers of different head counts share one group;
+    # a block spans one page of each (32 KiB + 16 KiB).
     layers = [
         Layer(name(0), FullAttentionSpec(16, 8, 64, "float16")),
         Layer(name(1), FullAttentionSpec(16, 4, 64, "float16")),
     ]
-    with pytest.raises(InputError, match="different page sizes"):
-        plan_kv_cache(ModelConfig("x", "mmcli", layers, max_model_len=10), PlanOptions())
+    config = ModelConfig("x", "mmcli", layers, max_model_len=1024)
+    plan = plan_kv_cache(config, PlanOptions(memory_bytes=48 * 1024 * 10))
+    assert [g.layer_names for g in plan.groups] == [[name(0), name(1)]]
+    side = plan.with_sharing
+    assert side is not None
+    assert (side.bytes_per_block, side.num_blocks, side.blocks_per_request) == (49152, 10, 64)
+
+
+def test_unequal_pages_are_unified_by_block_size() -> None:
+    # A sliding layer with half the page of the full layers gets blocks of 32 tokens.
+    full = FullAttentionSpec(16, 2, 512, "bfloat16")
+    slide = SlidingWindowSpec(16, 2, 256, "bfloat16", 512)
+    layers = [Layer(name(i), slide if i % 3 else full) for i in range(6)]
+    plan = plan_kv_cache(ModelConfig("x", "mmcli", layers, max_model_len=4096), PlanOptions())
+    assert plan.page_size_bytes == 16 * 2 * 2 * 512 * 2
+    assert {g.spec.block_size for g in plan.groups} == {16, 32}
 
 
 def test_float32_checkpoints_plan_a_bfloat16_cache() -> None:

@@ -19,6 +19,8 @@ from mmcli.kv import (
     initialize_kv_cache_for_kv_sharing,
     validate_sharing_map,
 )
+from mmcli.kv.spec import ChunkedLocalAttentionSpec, MLAAttentionSpec, cdiv
+from mmcli.kv.state import MambaSpec
 
 FULL = FullAttentionSpec(16, 8, 64, "float16")
 SLIDE = SlidingWindowSpec(16, 8, 64, "float16", 4096)
@@ -116,7 +118,7 @@ def test_every_problem_is_reported_with_its_code() -> None:
         Layer(name(4), FULL, name(6)),  # target-after
         Layer(name(5), FULL, name(2)),  # chained-target
         Layer(name(6), FULL),
-        Layer(name(7), FULL, name(1)),  # attention-mismatch
+        Layer(name(7), FULL, name(1)),  # attention-kind-mismatch (a warning)
         Layer(name(8), FullAttentionSpec(16, 4, 64, "float16"), name(6)),  # spec-mismatch
         Layer(name(9), FULL, "model.layers.9.self_attn.atn"),  # unknown-target
         Layer(name(6), FULL),  # duplicate-layer
@@ -126,7 +128,7 @@ def test_every_problem_is_reported_with_its_code() -> None:
         ("self-target", name(3)),
         ("target-after", name(4)),
         ("chained-target", name(5)),
-        ("attention-mismatch", name(7)),
+        ("attention-kind-mismatch", name(7)),
         ("spec-mismatch", name(8)),
         ("unknown-target", name(9)),
     ]
@@ -143,11 +145,14 @@ def test_every_problem_is_reported_with_its_code() -> None:
     assert messages["duplicate-layer"].message == (
         f"layer name {name(6)} appears 2 times (indices 6, 10)"
     )
-    assert messages["attention-mismatch"].message == (
-        f"layer 7 ({name(7)}) has attention full but its target layer 1 ({name(1)}) has "
-        "attention sliding"
+    assert messages["attention-kind-mismatch"].message == (
+        f"layer 7 ({name(7)}) (full) shares the cache of layer 1 ({name(1)}) (sliding); the "
+        "engine accepts this, as it compares only the attention type (decoder, encoder), but "
+        "the target keeps only its last 4096 tokens (older blocks are freed), so layer 7 "
+        "cannot see tokens further back and its outputs change past 4096 tokens"
     )
-    assert all(f.severity == "error" for f in messages.values())
+    assert messages["attention-kind-mismatch"].severity == "warning"
+    assert all(f.severity == "error" for c, f in messages.items() if c != "attention-kind-mismatch")
 
 
 def test_cycles_are_chained_targets() -> None:
@@ -303,3 +308,52 @@ def test_validation_matches_reference(targets: list[int | None]) -> None:
 
     expected = any(bad(i, t) for i, t in enumerate(targets))
     assert bool(validate_sharing_map(layers)) == expected
+
+
+# --- attention kinds: what the engine accepts -------------------------------------------
+
+
+def test_sliding_sharing_a_full_layer_is_a_warning_that_costs_no_context() -> None:
+    layers = [Layer(name(0), FULL), Layer(name(1), SLIDE, name(0))]
+    (finding,) = validate_sharing_map(layers)
+    assert (finding.code, finding.severity) == ("attention-kind-mismatch", "warning")
+    assert finding.message == (
+        f"layer 1 ({name(1)}) (sliding) shares the cache of layer 0 ({name(0)}) (full); the "
+        "engine accepts this, as it compares only the attention type (decoder, encoder): the "
+        "target keeps every token the layer reads, so the layer loses no context and keeps no "
+        "pages of its own"
+    )
+    (strict,) = validate_sharing_map(layers, strict=True)
+    assert (strict.code, strict.severity) == ("attention-kind-mismatch", "error")
+
+
+def test_full_sharing_a_sliding_layer_loses_context() -> None:
+    layers = [Layer(name(0), SLIDE), Layer(name(1), FULL, name(0))]
+    (finding,) = validate_sharing_map(layers)
+    assert finding.severity == "warning"
+    assert "outputs change past 4096 tokens" in finding.message
+    # The window is the kind's difference, not also a spec mismatch.
+    assert [f.code for f in validate_sharing_map(layers, strict=True)] == [
+        "attention-kind-mismatch"
+    ]
+
+
+def test_state_layers_cannot_share_or_be_shared() -> None:
+    state = MambaSpec("linear", "bfloat16", "bfloat16", num_heads=2, head_dim=8)
+    layers = [
+        Layer(name(0), state, kind="mamba"),
+        Layer(name(1), FULL, name(0)),
+        Layer(name(2), FULL),
+        Layer(name(3), state, name(2), kind="mamba"),
+    ]
+    assert codes(layers) == [("attention-mismatch", name(1)), ("attention-mismatch", name(3))]
+    assert all(f.severity == "error" for f in validate_sharing_map(layers, strict=False))
+
+
+def test_chunked_and_mla_specs() -> None:
+    chunk = ChunkedLocalAttentionSpec(16, 8, 64, "float16", 8192)
+    assert chunk.blocks_per_request(32768, 2048) == cdiv(8192 + 2048, 16)
+    mla = MLAAttentionSpec(16, 1, 576, "bfloat16")
+    assert mla.page_size_bytes == 16 * 576 * 2
+    layers = [Layer(name(0), mla), Layer(name(1), mla, name(0))]
+    assert validate_sharing_map(layers) == []

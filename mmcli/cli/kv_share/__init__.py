@@ -46,7 +46,12 @@ def plan(
         ),
     ] = None,
     kv_dtype: Annotated[
-        str, typer.Option("--kv-dtype", help="auto (the config's dtype), bf16, fp16, fp32 or fp8.")
+        str,
+        typer.Option(
+            "--kv-cache-dtype",
+            "--kv-dtype",
+            help="auto (the config's dtype), bfloat16, float16, float32, fp8 (fp8_e4m3, fp8_e5m2).",
+        ),
     ] = "auto",
     block_size: Annotated[
         int | None,
@@ -78,9 +83,73 @@ def plan(
         int,
         typer.Option(
             "--tensor-parallel-size",
-            help="Split KV heads across this many ranks; figures are per GPU.",
+            "-tp",
+            help="Split KV heads (and states) across this many ranks; figures are per GPU.",
         ),
     ] = 1,
+    vllm_version: Annotated[
+        str | None,
+        typer.Option(
+            "--vllm-version",
+            help="Plan with the rules of this vLLM release (0.10 … 0.34; default: the newest "
+            "mirrored). Older releases take the oldest rules mirrored.",
+        ),
+    ] = None,
+    async_scheduling: Annotated[
+        bool,
+        typer.Option(
+            "--async-scheduling/--no-async-scheduling",
+            help="Async scheduling (vLLM's default) keeps 2 batches in flight: from 0.26 a "
+            "sliding window reserves blocks for both.",
+        ),
+    ] = True,
+    enable_prefix_caching: Annotated[
+        bool | None,
+        typer.Option(
+            "--enable-prefix-caching/--no-enable-prefix-caching",
+            help="Prefix caching: hybrid models then keep 2 states per request (default: the "
+            "release's default, on from 0.26).",
+            show_default=False,
+        ),
+    ] = None,
+    mamba_ssm_cache_dtype: Annotated[
+        str,
+        typer.Option(
+            "--mamba-ssm-cache-dtype",
+            help="dtype of the SSM / recurrent state (auto: the config's, else the model's).",
+        ),
+    ] = "auto",
+    disable_hybrid: Annotated[
+        bool,
+        typer.Option(
+            "--disable-hybrid-kv-cache-manager",
+            help="Plan sliding and chunked layers as full attention (one group), as vLLM does "
+            "with this flag.",
+        ),
+    ] = False,
+    num_draft_layers: Annotated[
+        int,
+        typer.Option(
+            "--num-draft-layers",
+            help="Attention layers a speculative-decoding drafter adds to the same pool (an "
+            "EAGLE head: 1), with the target model's geometry.",
+        ),
+    ] = 0,
+    num_gpu_blocks_override: Annotated[
+        int | None,
+        typer.Option(
+            "--num-gpu-blocks-override",
+            help="Plan with this many KV blocks, whatever the memory (as vLLM's option).",
+        ),
+    ] = None,
+    strict: Annotated[
+        bool,
+        typer.Option(
+            "--strict",
+            help="Treat sharing the engine accepts but that is likely a mistake (a sliding "
+            "layer reading a full layer's cache) as an error.",
+        ),
+    ] = False,
     device: Annotated[
         str,
         typer.Option(
@@ -114,6 +183,14 @@ def plan(
         memory=memory,
         tensor_parallel_size=tensor_parallel_size,
         max_num_batched_tokens=max_num_batched_tokens,
+        vllm_version=vllm_version,
+        async_scheduling=async_scheduling,
+        enable_prefix_caching=enable_prefix_caching,
+        mamba_ssm_cache_dtype=mamba_ssm_cache_dtype,
+        disable_hybrid_kv_cache_manager=disable_hybrid,
+        strict=strict,
+        num_draft_layers=num_draft_layers,
+        num_gpu_blocks_override=num_gpu_blocks_override,
     )
     target_device: Any = "meta"
     if device.strip().lower() != "meta":
@@ -127,7 +204,7 @@ def plan(
     model = load_config(config)
     map_findings = apply_map(model, load_map(map_path)) if map_path is not None else []
     result = plan_kv_cache(model, options, extra_findings=map_findings)
-    aliasing = None if result.has_errors else check_aliasing(result, target_device)
+    aliasing = None if result.has_map_errors else check_aliasing(result, target_device)
     if emit_map is not None:
         written = write_map(emit_map, result.sharing_map())
         stderr().print(f"wrote {written} map entries to {_escape(str(emit_map))}")

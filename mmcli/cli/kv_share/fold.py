@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from mmcli.kv.spec import KVCacheSpec, Layer
+from mmcli.kv.state import MambaSpec
 
 #: The longest repeating pattern of runs that is folded (Gemma-like 4 sliding + 1 full is 2).
 MAX_PERIOD = 4
@@ -17,7 +18,7 @@ class Row:
 
     indices: list[int]
     kind: str
-    spec: KVCacheSpec | None
+    spec: KVCacheSpec | MambaSpec | None
     role: str  # "owns", "shares" or "none"
     #: The one target every layer of the row shares with (a layer name), if there is one.
     target: str | None = None

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
@@ -10,8 +13,10 @@ from mmcli.cli._output import stdout
 from mmcli.cli.kv_share.fold import Row, fold_layers
 from mmcli.findings import count
 from mmcli.kv.aliasing import AliasingReport
-from mmcli.kv.plan import KVPlan, SidePlan
+from mmcli.kv.releases import describe
+from mmcli.kv.result import KVPlan, SidePlan
 from mmcli.kv.spec import KVCacheSpec, Layer
+from mmcli.kv.state import MambaSpec
 from mmcli.text import human_bytes, index_ranges
 
 #: Beyond this many rows the folded table is cut (the JSON output has every layer).
@@ -22,8 +27,12 @@ PLAIN_ROWS = 2000
 _SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 
-def _dims(spec: KVCacheSpec | None) -> str:
-    return "–" if spec is None else f"{spec.num_kv_heads}×{spec.head_size}"
+def _dims(spec: KVCacheSpec | MambaSpec | None) -> str:
+    if spec is None:
+        return "–"
+    if isinstance(spec, MambaSpec):
+        return f"{spec.kind} state"
+    return f"{spec.num_kv_heads}×{spec.head_size}"
 
 
 def _name_template(layers: list[Layer]) -> tuple[str, list[int]] | None:
@@ -153,43 +162,63 @@ def _cell(side: SidePlan | None, value: str | None) -> str:
     return "–" if side is None or value is None else value
 
 
-def _memory_panel(plan: KVPlan) -> Panel:
+def _memory_sides(plan: KVPlan) -> list[tuple[str, SidePlan | None]]:
+    """The columns of the memory table: one when nothing is shared, else both sides."""
     w, wo = plan.with_sharing, plan.without_sharing
-    table = Table(box=None, show_header=True, pad_edge=False)
-    table.add_column("")
-    table.add_column("with sharing", justify="right")
-    table.add_column("without sharing", justify="right")
+    if not plan.sharing_map() and w is not None:
+        return [("", w)]
+    if plan.engine_side == "without_sharing" and w is not None:
+        return [("engine (no sharing)", wo), ("what-if sharing", w)]
+    return [("with sharing", w), ("without sharing", wo)]
 
-    def row(label: str, fn: object) -> None:
-        assert callable(fn)
-        table.add_row(label, *(_cell(s, fn(s) if s is not None else None) for s in (w, wo)))
+
+def _memory_panel(plan: KVPlan) -> Panel:
+    sides = _memory_sides(plan)
+    table = Table(box=None, show_header=len(sides) > 1, pad_edge=False)
+    table.add_column("")
+    for label, _ in sides:
+        table.add_column(label, justify="right")
+
+    def row(label: str, fn: Callable[[SidePlan], str | None]) -> None:
+        table.add_row(label, *(_cell(s, fn(s) if s is not None else None) for _, s in sides))
+
+    def some(attr: str) -> bool:
+        return any(s is not None and getattr(s, attr) for _, s in sides)
 
     row("layers owning a cache", lambda s: str(s.owners))
     row("KV-cache groups", lambda s: f"{s.num_groups} × {s.group_size} layers")
+    row("block", lambda s: f"{s.block_size:,} tokens")
+    row("bytes per block", lambda s: f"{s.bytes_per_block:,} B")
     row("bytes per token", lambda s: f"{s.bytes_per_token:,} B")
-    row(
-        f"per sequence ({plan.max_model_len:,} tokens)", lambda s: human_bytes(s.per_sequence_bytes)
-    )
-    row("blocks per request", lambda s: f"{s.blocks_per_request:,}")
-    if plan.options.memory_bytes is not None:
-        row("KV blocks", lambda s: f"{s.num_blocks:,}")
-        row("KV tokens", lambda s: f"{s.max_tokens:,}")
-        row("max concurrency", lambda s: f"{s.max_concurrency:,.2f}×")
+    if some("state_bytes"):
+        row("state per request", lambda s: f"{s.state_bytes:,} B")
+    if plan.max_model_len is not None:
+        per_sequence = f"per sequence ({plan.max_model_len:,} tokens)"
+        row(per_sequence, lambda s: _maybe(s.per_sequence_bytes, human_bytes))
+        row("blocks per request", lambda s: _maybe(s.blocks_per_request, "{:,}".format))
+        if plan.options.sizes_pool:
+            row("KV blocks", lambda s: _maybe(s.num_blocks, "{:,}".format))
+            row("KV tokens", lambda s: _maybe(s.max_tokens, "{:,}".format))
+            row("max concurrency", lambda s: _maybe(s.max_concurrency, "{:,.2f}×".format))
     opts = plan.options
     dtypes = "/".join(sorted({lay.spec.dtype for lay in plan.layers if lay.spec is not None}))
-    title = (
-        f"KV memory per GPU · page {plan.page_size_bytes:,} B · block {plan.block_size} · "
-        f"{dtypes} · tp {opts.tensor_parallel_size}"
-    )
+    title = f"KV memory per GPU · {dtypes} · tp {opts.tensor_parallel_size}"
     if opts.memory_bytes is not None:
-        title += f" · budget {human_bytes(opts.memory_bytes)}"
+        title += f" · {human_bytes(opts.memory_bytes)}"
     savings = plan.savings_fraction
-    subtitle = (
-        f"sharing saves {savings:.1%} of the KV cache per sequence"
-        if savings is not None
-        else "with-sharing figures need a valid map"
-    )
+    if not plan.sharing_map():
+        subtitle = None
+    elif savings is None:
+        subtitle = "with-sharing figures need a valid map"
+    elif plan.engine_side == "without_sharing":
+        subtitle = f"sharing would save {savings:.1%} (the engine does not share)"
+    else:
+        subtitle = f"sharing saves {savings:.1%} of the KV cache per sequence"
     return Panel(table, title=title, subtitle=subtitle, expand=False)
+
+
+def _maybe(value: Any, fmt: Callable[[Any], str]) -> str | None:
+    return None if value is None else fmt(value)
 
 
 def _print_plain_layers(plan: KVPlan) -> None:
@@ -216,9 +245,14 @@ def _print_plain_layers(plan: KVPlan) -> None:
 def render_plan(plan: KVPlan, aliasing: AliasingReport | None, *, all_layers: bool) -> None:
     """Print the plan report on stdout."""
     console = stdout()
+    length = (
+        "no max_model_len"
+        if plan.max_model_len is None
+        else f"max_model_len {plan.max_model_len:,}"
+    )
     console.print(
         f"[bold]{escape(plan.model)}[/] ({plan.source} config) · {len(plan.layers)} layers · "
-        f"max_model_len {plan.max_model_len:,}"
+        f"{length} · {describe(plan.rules)}"
     )
     if all_layers and len(plan.layers) > PLAIN_ROWS:
         _print_plain_layers(plan)
@@ -238,6 +272,7 @@ def render_plan(plan: KVPlan, aliasing: AliasingReport | None, *, all_layers: bo
         if f.hint:
             console.print(f"  [dim]hint: {escape(f.hint)}[/]")
     errors, warnings = count(plan.findings, "error"), count(plan.findings, "warning")
+    map_errors = errors - count([f for f in plan.findings if f.code == "memory-too-small"], "error")
     if aliasing is None:
         console.print("aliasing check: skipped, the map has errors")
     elif aliasing.verified:
@@ -249,5 +284,7 @@ def render_plan(plan: KVPlan, aliasing: AliasingReport | None, *, all_layers: bo
         console.print(f"aliasing check on {aliasing.device}: [bold red]FAILED[/]")
         for problem in aliasing.problems:
             console.print(f"  {escape(problem)}")
-    status = "[bold red]map invalid[/]" if errors else "[green]map valid[/]"
+    status = "[bold red]map invalid[/]" if map_errors else "[green]map valid[/]"
+    if errors > map_errors:
+        status += ", [bold red]the engine would not start[/]"
     console.print(f"{status}: {errors} errors, {warnings} warnings")

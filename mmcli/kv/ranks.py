@@ -1,0 +1,118 @@
+"""The layers as one tensor-parallel rank of the engine builds them.
+
+The options applied: KV heads split (or replicated) across ranks, the KV dtype (attention
+layers only: a recurrent state keeps its own dtype), the block size, the SSM-state dtype the
+engine picks for the release, and the attention layers a speculative-decoding drafter adds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from mmcli.errors import InputError
+from mmcli.kv.model import DEFAULT_BLOCK_SIZE, ModelConfig
+from mmcli.kv.options import PlanOptions
+from mmcli.kv.releases import EngineRules, applies
+from mmcli.kv.spec import KVCacheSpec, Layer, MLAAttentionSpec
+from mmcli.kv.state import MambaSpec
+
+
+def _heads_per_rank(heads: int, tp: int, where: str) -> int:
+    """KV heads one tensor-parallel rank holds: split, or replicated when tp > heads."""
+    if tp <= heads:
+        if heads % tp:
+            raise InputError(
+                f"{where}: {heads} KV heads cannot be split evenly across "
+                f"--tensor-parallel-size {tp}",
+                hint="the engine needs the KV head count divisible by the tensor-parallel size",
+            )
+        return heads // tp
+    if tp % heads:
+        raise InputError(
+            f"{where}: --tensor-parallel-size {tp} is not a multiple of the {heads} KV heads",
+            hint="with more ranks than KV heads, the engine replicates each head over tp / heads "
+            "ranks, so tp must be a multiple of the head count",
+        )
+    return 1
+
+
+def rank_layers(config: ModelConfig, options: PlanOptions) -> list[Layer]:
+    """The layers with --kv-dtype, --block-size and tensor parallelism applied.
+
+    The KV dtype applies to attention layers only: a recurrent state keeps the model dtype.
+    """
+    tp = options.tensor_parallel_size
+    heads = config.num_attention_heads
+    if tp > 1 and heads is not None and heads % tp:
+        raise InputError(
+            f"the model's {heads} attention heads cannot be split across "
+            f"--tensor-parallel-size {tp}",
+            hint="the engine needs num_attention_heads divisible by the tensor-parallel size",
+        )
+    dtype = None if options.kv_dtype == "auto" else options.kv_dtype
+    block = options.block_size
+    converted: dict[object, KVCacheSpec | MambaSpec] = {}
+    out: list[Layer] = []
+    for layer in config.layers:
+        spec = layer.spec
+        if spec is not None:
+            new = converted.get(spec)
+            if new is None:
+                if isinstance(spec, MambaSpec):
+                    ssm = options.mamba_ssm_cache_dtype
+                    if ssm == "auto":
+                        ssm = _release_ssm_dtype(config, spec, options.rules)
+                    new = replace(
+                        spec,
+                        tp=tp,
+                        block_size=block or DEFAULT_BLOCK_SIZE,
+                        ssm_dtype=spec.ssm_dtype if ssm == "auto" else ssm,
+                    )
+                    new.shapes()  # refuses a state that cannot be split across tp
+                else:
+                    heads_per_rank = (
+                        spec.num_kv_heads
+                        if isinstance(spec, MLAAttentionSpec)  # one latent, replicated
+                        else _heads_per_rank(spec.num_kv_heads, tp, layer.name)
+                    )
+                    new = replace(
+                        spec,
+                        dtype=dtype or spec.dtype,
+                        block_size=block or spec.block_size,
+                        num_kv_heads=heads_per_rank,
+                    )
+                converted[spec] = new
+            layer = replace(layer, spec=new)
+        out.append(layer)
+    return out + _draft_layers(out, options.num_draft_layers)
+
+
+def _release_ssm_dtype(config: ModelConfig, spec: MambaSpec, rules: EngineRules) -> str:
+    """The SSM-state dtype the engine of ``rules`` picks for this model type by default."""
+    chosen = spec.dtype if config.ssm_dtype_by_release else spec.ssm_dtype
+    for since, dtype in config.ssm_dtype_by_release:
+        if applies(since, rules):
+            chosen = dtype
+    return chosen
+
+
+def _draft_layers(layers: list[Layer], count: int) -> list[Layer]:
+    """``count`` attention layers of the target model's geometry, as a drafter adds them."""
+    if not count:
+        return []
+    target = next(
+        (
+            lay.spec
+            for lay in layers
+            if isinstance(lay.spec, KVCacheSpec) and lay.spec.attention in ("full", "mla")
+        ),
+        next((lay.spec for lay in layers if isinstance(lay.spec, KVCacheSpec)), None),
+    )
+    if target is None:
+        raise InputError(
+            "--num-draft-layers needs an attention layer whose geometry the drafter copies",
+            hint="the model has no attention layer",
+        )
+    return [
+        Layer(f"drafter.layers.{i}.self_attn.attn", target, None, "draft") for i in range(count)
+    ]

@@ -1,0 +1,120 @@
+"""Which vLLM release's KV-cache planning rules to mirror: one declarative table of changes.
+
+Each row of :data:`CHANGES` names the first release whose planner behaves differently, and what
+changed; :func:`rules_for` folds the rows up to a release into one :class:`EngineRules`. A
+release older than the first row takes the oldest rules mirrored; a release newer than the last
+row takes the newest. The facts come from reading each release's ``vllm/v1/core/kv_cache_utils.py``,
+``vllm/v1/kv_cache_interface.py``, ``vllm/config/`` and the mamba model configuration.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Final
+
+from mmcli.errors import InputError
+
+#: The newest release whose rules are mirrored: the default.
+NEWEST: Final = "0.34"
+
+
+@dataclass(frozen=True)
+class EngineRules:
+    """The planner behaviours that differ between vLLM releases."""
+
+    #: The release these rules are for, as the user gave it (or the default).
+    release: str
+    #: The mirrored release whose rules apply (the last table row at or before ``release``).
+    mirrored: str
+    #: Largest bucket < threshold × smallest → the group size is the largest bucket
+    #: (None: the group size is always the smallest bucket).
+    group_threshold: float | None
+    #: What the start-up memory check counts for one request: "per-layer" (every layer's own
+    #: blocks × page), "first-group" (group 0's blocks × the group size), "all-groups" (every
+    #: group's blocks × the group size, so padding layers are paid for).
+    check: str
+    #: "GPU KV cache size" is printed as int(max_concurrency × max_model_len)
+    #: (before: num_blocks // num_groups × block_size).
+    tokens_from_concurrency: bool
+    #: A sliding or chunked layer's reserve counts in-flight tokens (concurrent batches ×
+    #: max_num_batched_tokens; 2 batches under async scheduling) instead of one batch.
+    in_flight_reserve: bool
+    #: Prefix caching is on by default for hybrid (attention + state) models.
+    hybrid_prefix_caching_default: bool
+    #: With prefix caching on, state layers of models that support it keep a state per block
+    #: ("all" mode); otherwise, and always from 0.29, two states per request ("align" mode).
+    mamba_all_mode: bool
+    #: One block of the pool is held back (the null block) in the start-up check and auto-fit.
+    null_block: bool
+    #: A page that does not divide the largest page is padded (else the engine gives up).
+    pad_unequal_pages: bool
+
+
+#: (first release, what changed). The first row is the oldest behaviour mirrored.
+CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
+    (
+        "0.10",
+        {
+            "group_threshold": None,
+            "check": "per-layer",
+            "tokens_from_concurrency": False,
+            "in_flight_reserve": False,
+            "hybrid_prefix_caching_default": False,
+            "mamba_all_mode": True,
+            "null_block": False,
+            "pad_unequal_pages": False,
+        },
+    ),
+    ("0.15", {"group_threshold": 1.25, "check": "first-group"}),
+    ("0.18", {"group_threshold": 1.5}),
+    ("0.19", {"check": "all-groups"}),
+    ("0.20.1", {"tokens_from_concurrency": True}),
+    ("0.26", {"in_flight_reserve": True, "hybrid_prefix_caching_default": True}),
+    ("0.29", {"null_block": True, "mamba_all_mode": False, "pad_unequal_pages": True}),
+    (NEWEST, {}),
+)
+
+_VERSION = re.compile(r"^v?(\d{1,4})\.(\d{1,4})(?:\.(\d{1,4}))?(?:[.+-]?[0-9A-Za-z.+-]*)?$")
+
+
+def parse_release(text: str) -> tuple[int, int, int]:
+    """``0.20`` → (0, 20, 9999) (the newest patch of 0.20); ``0.20.1`` → (0, 20, 1)."""
+    match = _VERSION.match(text.strip())
+    if match is None:
+        raise InputError(
+            f"--vllm-version: cannot read {text!r} as a vLLM release",
+            hint=f"write MAJOR.MINOR or MAJOR.MINOR.PATCH, e.g. 0.19 or 0.20.1 (newest: {NEWEST})",
+        )
+    major, minor, patch = match.groups()
+    return int(major), int(minor), 9999 if patch is None else int(patch)
+
+
+def applies(since: str, rules: EngineRules) -> bool:
+    """Whether a change first released in ``since`` is in effect under ``rules``."""
+    return _key(since) <= parse_release(rules.release)
+
+
+def _key(release: str) -> tuple[int, int, int]:
+    major, minor, *rest = (int(p) for p in release.split("."))
+    return major, minor, rest[0] if rest else 0
+
+
+def rules_for(release: str | None = None) -> EngineRules:
+    """The rules of ``release`` (default: the newest mirrored)."""
+    wanted = parse_release(release or NEWEST)
+    fields: dict[str, object] = dict(CHANGES[0][1])
+    mirrored = CHANGES[0][0]
+    for since, change in CHANGES[1:]:
+        if _key(since) > wanted:
+            break
+        fields.update(change)
+        mirrored = since
+    return EngineRules(release=release or NEWEST, mirrored=mirrored, **fields)  # type: ignore[arg-type]
+
+
+def describe(rules: EngineRules) -> str:
+    """``vLLM 0.25 rules (as 0.20.1)`` — which release the user asked for and which row applies."""
+    if rules.release == rules.mirrored:
+        return f"vLLM {rules.release} rules"
+    return f"vLLM {rules.release} rules (those of {rules.mirrored})"

@@ -1,0 +1,174 @@
+"""A KV plan as a result: groups, per-side memory figures, findings, and its JSON document."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from mmcli.findings import Finding
+from mmcli.kv.options import PlanOptions
+from mmcli.kv.releases import EngineRules, rules_for
+from mmcli.kv.spec import KVCacheSpec, Layer
+from mmcli.kv.state import MambaSpec
+
+#: Finding codes about the engine's capacity rather than the map.
+ENGINE_CODES = frozenset({"memory-too-small"})
+
+
+@dataclass
+class GroupPlan:
+    """One KV-cache group: layers that share a block table (sharing layers appended last)."""
+
+    index: int
+    attention: str
+    spec: KVCacheSpec | MambaSpec
+    layer_names: list[str]
+
+
+@dataclass(frozen=True)
+class SidePlan:
+    """Memory figures for one side (with or without sharing), per GPU."""
+
+    owners: int
+    num_groups: int
+    group_size: int
+    bytes_per_token: int
+    #: One block of the pool: a page of every layer of the largest group.
+    bytes_per_block: int
+    block_size: int
+    page_size_bytes: int
+    #: One request's recurrent states, all state layers (padded pages).
+    state_bytes: int = 0
+    #: Figures at max_model_len (None without one).
+    per_sequence_bytes: int | None = None
+    #: Blocks one request at max_model_len takes, counted over the groups (engine rule).
+    blocks_per_request: int | None = None
+    #: Bytes the engine requires free for one request at max_model_len (its start-up check).
+    engine_request_bytes: int | None = None
+    #: Figures that need --memory.
+    num_blocks: int | None = None
+    #: "GPU KV cache size" as the release prints it.
+    max_tokens: int | None = None
+    max_concurrency: float | None = None
+    #: What the start-up check compares a request against (the null block held back).
+    check_memory_bytes: int | None = None
+    #: The largest max_model_len that fits, when the one asked for does not.
+    largest_fitting_max_model_len: int | None = None
+
+
+@dataclass
+class KVPlan:
+    """Everything ``kv-share plan`` reports."""
+
+    model: str
+    source: str
+    layers: list[Layer]
+    groups: list[GroupPlan]
+    #: Each layer's group index after sharing (None: no KV, or the map is invalid).
+    group_of: list[int | None]
+    findings: list[Finding]
+    page_size_bytes: int
+    block_size: int
+    max_model_len: int | None
+    options: PlanOptions
+    with_sharing: SidePlan | None
+    without_sharing: SidePlan | None
+    owner_groups: list[GroupPlan] = field(default_factory=list)
+    rules: EngineRules = field(default_factory=rules_for)
+    #: Which side the engine runs: "with_sharing", or "without_sharing" when the map is a
+    #: what-if the engine does not apply (or has errors).
+    engine_side: str = "with_sharing"
+
+    @property
+    def has_errors(self) -> bool:
+        """Whether any finding is an error (exit 1)."""
+        return any(f.severity == "error" for f in self.findings)
+
+    @property
+    def has_map_errors(self) -> bool:
+        """Whether the sharing map has errors (it cannot be applied)."""
+        return any(f.severity == "error" and f.code not in ENGINE_CODES for f in self.findings)
+
+    @property
+    def savings_fraction(self) -> float | None:
+        """1 − with/without of the per-sequence bytes."""
+        if self.with_sharing is None or self.without_sharing is None:
+            return None
+        with_bytes = self.with_sharing.per_sequence_bytes
+        without_bytes = self.without_sharing.per_sequence_bytes
+        if with_bytes is None or without_bytes is None:
+            with_bytes = self.with_sharing.bytes_per_token
+            without_bytes = self.without_sharing.bytes_per_token
+        if without_bytes == 0:
+            return 0.0
+        return 1 - with_bytes / without_bytes
+
+    def sharing_map(self) -> dict[str, str]:
+        """``{layer: target}`` for every sharing layer, in layer order."""
+        return {
+            layer.name: layer.kv_sharing_target
+            for layer in self.layers
+            if layer.kv_sharing_target is not None
+        }
+
+    def to_json(self, *, aliasing_verified: bool | None, exit_code: int) -> dict[str, Any]:
+        """The plan as ``kv-share plan --format json`` prints it.
+
+        ``aliasing_verified`` is the aliasing check's verdict (None: not run, the map has
+        errors); ``exit_code`` the command's. Figures that need ``--memory`` are null
+        without it; a side that was not planned has null figures.
+        """
+        with_side, without = self.with_sharing, self.without_sharing
+
+        def pair(attr: str) -> dict[str, Any]:
+            values = [getattr(s, attr) if s is not None else None for s in (with_side, without)]
+            return {"with_sharing": values[0], "without_sharing": values[1]}
+
+        has_memory = self.options.sizes_pool
+        layers = []
+        for i, layer in enumerate(self.layers):
+            spec = layer.spec
+            layers.append(
+                {
+                    "index": i,
+                    "name": layer.name,
+                    "attention": layer.attention,
+                    "num_kv_heads": getattr(spec, "num_kv_heads", None),
+                    "head_size": getattr(spec, "head_size", None),
+                    "dtype": spec.dtype if spec is not None else None,
+                    "sliding_window": getattr(spec, "sliding_window", None),
+                    "attention_chunk_size": getattr(spec, "attention_chunk_size", None),
+                    "state_bytes": spec.state_bytes if isinstance(spec, MambaSpec) else None,
+                    "kv_sharing_target": layer.kv_sharing_target,
+                    "group": self.group_of[i],
+                }
+            )
+        return {
+            "model": self.model,
+            "source": self.source,
+            "vllm_rules": {"release": self.rules.release, "mirrored": self.rules.mirrored},
+            "engine_side": self.engine_side,
+            "max_model_len": self.max_model_len,
+            "layers": layers,
+            "groups": [
+                {"index": g.index, "attention": g.attention, "layer_names": g.layer_names}
+                for g in self.groups
+            ],
+            "findings": [f.to_json(location="layer") for f in self.findings],
+            "memory": {
+                "page_size_bytes": self.page_size_bytes,
+                "block_size": self.block_size,
+                "bytes_per_block": pair("bytes_per_block"),
+                "bytes_per_token": pair("bytes_per_token"),
+                "state_bytes": pair("state_bytes"),
+                "blocks_per_request": pair("blocks_per_request"),
+                "engine_request_bytes": pair("engine_request_bytes"),
+                "per_sequence_bytes": pair("per_sequence_bytes"),
+                "savings_fraction": self.savings_fraction,
+                "num_blocks": pair("num_blocks") if has_memory else None,
+                "max_tokens": pair("max_tokens") if has_memory else None,
+                "max_concurrency": pair("max_concurrency") if has_memory else None,
+            },
+            "aliasing_verified": aliasing_verified,
+            "exit_code": exit_code,
+        }
