@@ -51,6 +51,9 @@ def parse_size(text: str) -> int:
     return value
 
 
+#: vLLM's ``--kv-cache-dtype`` for DeepSeek's MLA cache: 656 bytes per token per layer.
+DS_MLA = "fp8_ds_mla"
+
 _EXAMPLES = {
     "--max-num-batched-tokens": "e.g. 8192 (vllm serve's default)",
     "--max-model-len": "e.g. 32768",
@@ -96,13 +99,15 @@ class PlanOptions:
     strict: bool = False
     #: Attention layers a speculative-decoding drafter (an EAGLE head) adds to the pool.
     num_draft_layers: int = 0
+    #: Plan the config's multi-token-prediction layers (vLLM builds them for MTP decoding).
+    mtp: bool = False
     #: Use this many blocks whatever the memory (vLLM's ``--num-gpu-blocks-override``).
     num_gpu_blocks_override: int | None = None
     memory: InitVar[str | None] = None
 
     def __post_init__(self, memory: str | None) -> None:
         dtype = self.kv_dtype.strip().lower()
-        if dtype != "auto":
+        if dtype not in ("auto", DS_MLA):
             dtype = kv_dtype(self.kv_dtype, where="--kv-dtype")
         object.__setattr__(self, "kv_dtype", dtype)
         ssm = self.mamba_ssm_cache_dtype.strip().lower()

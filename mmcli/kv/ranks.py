@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from mmcli.errors import InputError
 from mmcli.kv.model import DEFAULT_BLOCK_SIZE, ModelConfig
-from mmcli.kv.options import PlanOptions
+from mmcli.kv.options import DS_MLA, PlanOptions
 from mmcli.kv.releases import EngineRules, applies
 from mmcli.kv.spec import KVCacheSpec, Layer, MLAAttentionSpec
 from mmcli.kv.state import MambaSpec
@@ -53,7 +53,14 @@ def rank_layers(config: ModelConfig, options: PlanOptions) -> list[Layer]:
     block = options.block_size
     converted: dict[object, KVCacheSpec | MambaSpec] = {}
     out: list[Layer] = []
-    for layer in config.layers:
+    mtp = config.mtp_layers if options.mtp else []
+    if options.mtp and not mtp:
+        raise InputError(
+            f"--mtp: {config.name} declares no multi-token-prediction layers",
+            hint="MTP layers come from num_nextn_predict_layers (DeepSeek V3) or "
+            "mtp_num_hidden_layers; for an EAGLE drafter use --num-draft-layers",
+        )
+    for layer in [*config.layers, *mtp]:
         spec = layer.spec
         if spec is not None:
             new = converted.get(spec)
@@ -77,14 +84,30 @@ def rank_layers(config: ModelConfig, options: PlanOptions) -> list[Layer]:
                     )
                     new = replace(
                         spec,
-                        dtype=dtype or spec.dtype,
+                        dtype=_attention_dtype(spec, dtype, layer.name),
                         block_size=block or spec.block_size,
                         num_kv_heads=heads_per_rank,
                     )
+                    if dtype == DS_MLA and isinstance(new, MLAAttentionSpec):
+                        new = replace(new, ds_mla=True)
                 converted[spec] = new
             layer = replace(layer, spec=new)
         out.append(layer)
     return out + _draft_layers(out, options.num_draft_layers)
+
+
+def _attention_dtype(spec: KVCacheSpec, dtype: str | None, where: str) -> str:
+    """The cache dtype of an attention layer under --kv-cache-dtype (None: the config's)."""
+    if dtype is None:
+        return spec.dtype
+    if dtype == DS_MLA:
+        if not isinstance(spec, MLAAttentionSpec):
+            raise InputError(
+                f"--kv-cache-dtype fp8_ds_mla: {where} is not a multi-head latent attention layer",
+                hint="fp8_ds_mla is the cache format of DeepSeek's MLA; use fp8 for other models",
+            )
+        return "fp8"
+    return dtype
 
 
 def _release_ssm_dtype(config: ModelConfig, spec: MambaSpec, rules: EngineRules) -> str:

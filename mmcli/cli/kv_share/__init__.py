@@ -135,6 +135,14 @@ def plan(
             "EAGLE head: 1), with the target model's geometry.",
         ),
     ] = 0,
+    mtp: Annotated[
+        bool,
+        typer.Option(
+            "--mtp",
+            help="Plan the config's multi-token-prediction layers too (vLLM builds them for "
+            "speculative decoding with method mtp / deepseek_mtp).",
+        ),
+    ] = False,
     num_gpu_blocks_override: Annotated[
         int | None,
         typer.Option(
@@ -191,6 +199,7 @@ def plan(
         strict=strict,
         num_draft_layers=num_draft_layers,
         num_gpu_blocks_override=num_gpu_blocks_override,
+        mtp=mtp,
     )
     target_device: Any = "meta"
     if device.strip().lower() != "meta":

@@ -1,0 +1,284 @@
+"""Start from the GPU: a table of common GPUs' memory, the weights, and an *estimate* of KV memory.
+
+vLLM sizes its KV cache from a measurement it makes at start-up:
+
+    KV memory = total × gpu_memory_utilization − (weights + activation peak + non-torch memory
+                + CUDA graphs)            … all per GPU, measured while profiling a dummy batch
+
+mmcli cannot measure; it estimates the same terms: the GPU's total (as CUDA reports it), the
+weights (given, or read from a checkpoint's index or header) divided over the tensor- and
+pipeline-parallel ranks, and one fixed reserve for everything else. The result is an estimate
+and is labelled so everywhere; ``--memory`` (the "Available KV cache memory" a vLLM log prints)
+stays the exact figure.
+
+**Which bytes.** ``total_bytes`` in :data:`GPUS` is the total that CUDA reports
+(``torch.cuda.mem_get_info()[1]``, the figure in torch's "GPU 0 has a total capacity of …"
+messages and the one vLLM multiplies by the utilization), *not* the marketing size: NVIDIA
+sells in GB (10⁹ bytes) and the driver keeps some memory back, so an "80 GB" H100 reports about
+79.1 GiB (84.9 × 10⁹ bytes). The readings vary by about ±0.1 GiB with the driver, ECC and the
+board; pass ``--gpu`` a size (``--gpu 79.19GiB``) to use your own ``torch.cuda.mem_get_info()``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from mmcli.errors import InputError
+from mmcli.kv.options import parse_size
+
+GIB: Final = 2**30
+
+
+@dataclass(frozen=True)
+class GPU:
+    """One GPU model: its name, what it is sold as, and the total memory CUDA reports."""
+
+    name: str
+    #: What the vendor sells it as (decimal GB), for display.
+    marketed: str
+    #: Total device memory in bytes as CUDA / torch report it (what vLLM multiplies).
+    total_bytes: int
+    #: Where the reading comes from.
+    source: str
+    aliases: tuple[str, ...] = ()
+
+    @property
+    def total_gib(self) -> float:
+        return self.total_bytes / GIB
+
+
+def _gib(value: float) -> int:
+    return round(value * GIB)
+
+
+_OOM = "torch's OOM message 'total capacity of {} GiB' in public issues"
+#: Common GPUs. Readings are torch's "total capacity" (GiB) quoted in public reports; the
+#: ``source`` says which. "typical" marks a figure not seen quoted for exactly that board.
+GPUS: Final[tuple[GPU, ...]] = (
+    GPU("H100", "80 GB HBM3", _gib(79.11), _OOM.format("79.11"), ("H100-80GB", "H100-SXM")),
+    GPU("H100-NVL", "94 GB HBM3", _gib(93.00), _OOM.format("93.00"), ("H100NVL", "H100-94GB")),
+    GPU("H200", "141 GB HBM3e", _gib(139.80), _OOM.format("139.80"), ("H200-141GB", "H200-SXM")),
+    GPU("A100-80GB", "80 GB HBM2e", _gib(79.25), _OOM.format("79.25"), ("A100-80G", "A100")),
+    GPU("A100-40GB", "40 GB HBM2", _gib(39.39), "typical torch reading", ("A100-40G",)),
+    GPU("L40S", "48 GB GDDR6", _gib(44.40), _OOM.format("44.40") + " (L40)", ("L40",)),
+    GPU("L4", "24 GB GDDR6", _gib(22.03), _OOM.format("22.03"), ()),
+    GPU("A10G", "24 GB GDDR6", _gib(21.99), _OOM.format("21.99") + " (A10)", ("A10",)),
+    GPU("RTX4090", "24 GB GDDR6X", _gib(23.52), _OOM.format("23.52"), ("4090", "RTX-4090")),
+    GPU("RTX5090", "32 GB GDDR7", _gib(31.36), _OOM.format("31.36"), ("5090", "RTX-5090")),
+    GPU("B200", "180 GB HBM3e", _gib(178.35), "CUDA totalGlobalMem 178.35 GiB", ("B200-180GB",)),
+)
+
+
+def _key(name: str) -> str:
+    return re.sub(r"[\s_\-]", "", name).lower()
+
+
+_BY_KEY: Final = {_key(n): g for g in GPUS for n in (g.name, *g.aliases)}
+
+
+def resolve_gpu(text: str) -> GPU:
+    """A GPU by name (``H100``, ``a100-80gb``, ``RTX 4090``) or by size (``79.19GiB``, ``80GB``)."""
+    found = _BY_KEY.get(_key(text))
+    if found is not None:
+        return found
+    if text.strip()[:1].isdigit():
+        size = parse_size(text)
+        return GPU(text.strip(), "given", size, "--gpu")
+    names = ", ".join(g.name for g in GPUS)
+    raise InputError(
+        f"--gpu: unknown GPU {text!r}",
+        hint=f"name one of {names}, or give its memory as torch.cuda.mem_get_info() reports it, "
+        "e.g. --gpu 79.19GiB",
+    )
+
+
+# --- weights ------------------------------------------------------------------------------
+
+
+def weights_bytes(spec: str) -> int:
+    """Bytes of the weights: a size (``16GiB``), or a checkpoint path.
+
+    A path may be a ``model.safetensors.index.json`` (its ``metadata.total_size``), one
+    ``.safetensors`` file (the tensors its header declares; no tensor data is read), or a
+    folder holding either (the index if present, else every ``*.safetensors`` header).
+    """
+    path = Path(spec)
+    if path.is_dir():
+        index = path / "model.safetensors.index.json"
+        if index.is_file():
+            return _index_total(index)
+        shards = sorted(path.glob("*.safetensors"))
+        if not shards:
+            raise InputError(
+                f"--weights: {path} holds no model.safetensors.index.json and no .safetensors file",
+                hint="give the checkpoint folder, its index file, or a size such as 16GiB",
+            )
+        return sum(_header_total(p) for p in shards)
+    if path.suffix == ".json" and path.is_file():
+        return _index_total(path)
+    if path.suffix == ".safetensors":
+        return _header_total(path)
+    if path.exists():
+        raise InputError(
+            f"--weights: {path} is neither a .safetensors file nor a safetensors index (.json)",
+            hint="give model.safetensors.index.json, a .safetensors file, or a size like 16GiB",
+        )
+    return parse_size(spec)
+
+
+def _index_total(path: Path) -> int:
+    try:
+        doc: Any = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"--weights: cannot read {path} as JSON: {exc}") from None
+    total = doc.get("metadata", {}).get("total_size") if isinstance(doc, dict) else None
+    if isinstance(total, str) and total.isdigit():
+        total = int(total)
+    if not isinstance(total, int) or isinstance(total, bool) or total <= 0:
+        raise InputError(
+            f"--weights: {path} has no positive metadata.total_size",
+            hint="a safetensors index written by transformers has {'metadata': {'total_size': N}}",
+        )
+    return total
+
+
+def _header_total(path: Path) -> int:
+    from mmcli.dump.safetensors import read_header
+
+    header = read_header(path)
+    return sum(t.nbytes for t in header.tensors.values())
+
+
+# --- the estimate -------------------------------------------------------------------------
+
+#: The default reserve for what vLLM's profiling measures besides the weights, per GPU: the
+#: activation peak of the dummy batch (max_num_batched_tokens tokens: 2048–8192 by default,
+#: about 0.5–1.5 GiB for 7B–70B models), non-torch memory (CUDA context, NCCL buffers: about
+#: 0.3–0.6 GiB) and CUDA graphs (0.1–1 GiB; vLLM logs "CUDA graph pool memory"). An estimate:
+#: read the real figure from your log, or set --reserve.
+DEFAULT_RESERVE_BYTES: Final = 2 * GIB
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """An estimate of the KV-cache memory per GPU, with every term kept for display."""
+
+    gpu: GPU
+    utilization: float
+    weights_bytes: int
+    tensor_parallel_size: int
+    pipeline_parallel_size: int
+    reserve_bytes: int
+
+    @property
+    def usable_bytes(self) -> int:
+        """total × utilization: what vLLM lets itself use on one GPU."""
+        return int(self.gpu.total_bytes * self.utilization)
+
+    @property
+    def weights_per_gpu_bytes(self) -> int:
+        """The weights ÷ (tp · pp), rounded up (an even split; embeddings are not replicated)."""
+        return math.ceil(self.weights_bytes / (self.tensor_parallel_size * self.pipeline_parallel_size))
+
+    @property
+    def kv_bytes(self) -> int:
+        """total × utilization − weights ÷ (tp·pp) − reserve (may be ≤ 0: nothing left)."""
+        return self.usable_bytes - self.weights_per_gpu_bytes - self.reserve_bytes
+
+    def terms(self) -> list[tuple[str, int]]:
+        """(label, bytes) of each term, signed, ending with the estimate itself."""
+        ranks = self.tensor_parallel_size * self.pipeline_parallel_size
+        share = f"weights ÷ {ranks}" if ranks > 1 else "weights"
+        return [
+            (f"{self.gpu.name} total (as CUDA reports it)", self.gpu.total_bytes),
+            (f"× gpu_memory_utilization {self.utilization:g}", self.usable_bytes),
+            (f"− {share}", -self.weights_per_gpu_bytes),
+            ("− activation / CUDA-graph reserve", -self.reserve_bytes),
+            ("= KV cache per GPU (estimate)", self.kv_bytes),
+        ]
+
+    def formula(self) -> str:
+        """``79.11 GiB × 0.9 − 16.00 GiB − 2.00 GiB = 53.20 GiB (estimate)``."""
+        ranks = self.tensor_parallel_size * self.pipeline_parallel_size
+        weights = f"{self.weights_bytes / GIB:.2f} GiB" + (f" ÷ {ranks}" if ranks > 1 else "")
+        return (
+            f"{self.gpu.total_gib:.2f} GiB × {self.utilization:g} − {weights} − "
+            f"{self.reserve_bytes / GIB:.2f} GiB = {self.kv_bytes / GIB:.2f} GiB (estimate)"
+        )
+
+    def memory_bytes(self) -> int:
+        """The KV memory to plan with; refuses an estimate that leaves nothing."""
+        if self.kv_bytes <= 0:
+            raise InputError(
+                f"the estimate leaves no memory for the KV cache: {self.formula()}",
+                hint="raise --gpu-memory-utilization or --tensor-parallel-size, use a larger "
+                "--gpu, or lower --reserve",
+            )
+        return self.kv_bytes
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "estimate": True,
+            "gpu": self.gpu.name,
+            "gpu_total_bytes": self.gpu.total_bytes,
+            "gpu_memory_utilization": self.utilization,
+            "usable_bytes": self.usable_bytes,
+            "weights_bytes": self.weights_bytes,
+            "weights_per_gpu_bytes": self.weights_per_gpu_bytes,
+            "tensor_parallel_size": self.tensor_parallel_size,
+            "pipeline_parallel_size": self.pipeline_parallel_size,
+            "reserve_bytes": self.reserve_bytes,
+            "kv_cache_bytes": self.kv_bytes,
+        }
+
+
+def estimate_kv_budget(
+    gpu_bytes: int | GPU,
+    utilization: float,
+    weights_bytes: int,
+    tp: int = 1,
+    pp: int = 1,
+    reserve: int = DEFAULT_RESERVE_BYTES,
+) -> Estimate:
+    """total × utilization − weights ÷ (tp·pp) − reserve, every term kept (an estimate)."""
+    gpu = gpu_bytes if isinstance(gpu_bytes, GPU) else GPU("GPU", "given", gpu_bytes, "given")
+    if not 0 < utilization <= 1:
+        raise InputError(
+            f"--gpu-memory-utilization must be in (0, 1], got {utilization:g}",
+            hint="vLLM's default is 0.9",
+        )
+    if gpu.total_bytes <= 0:
+        raise InputError("--gpu: the GPU memory must be positive")
+    if weights_bytes < 0 or reserve < 0:
+        raise InputError("--weights and --reserve must not be negative")
+    for option, value in (("--tensor-parallel-size", tp), ("--pipeline-parallel-size", pp)):
+        if value <= 0:
+            raise InputError(f"{option} must be a positive integer, got {value}")
+    return Estimate(gpu, utilization, weights_bytes, tp, pp, reserve)
+
+
+# --- vLLM's defaults that depend on the GPU -----------------------------------------------
+
+#: vLLM picks larger batch defaults on GPUs with at least this much memory (and not an A100).
+LARGE_GPU_BYTES: Final = 70 * GIB
+
+
+def default_max_num_batched_tokens(gpu: GPU | int, *, entry: str = "serve") -> int:
+    """vLLM's default ``max_num_batched_tokens`` for this GPU.
+
+    ``vllm serve``: 2048 on GPUs under 70 GiB and on any A100, 8192 on larger ones. The
+    ``LLM`` class (``entry="llm"``): 8192 and 16384.
+    """
+    if entry not in ("serve", "llm"):
+        raise ValueError(f"entry must be 'serve' or 'llm', got {entry!r}")
+    total = gpu.total_bytes if isinstance(gpu, GPU) else gpu
+    a100 = isinstance(gpu, GPU) and "a100" in gpu.name.lower()
+    large = total >= LARGE_GPU_BYTES and not a100
+    if entry == "serve":
+        return 8192 if large else 2048
+    return 16384 if large else 8192

@@ -1,0 +1,116 @@
+"""What each kv-share plan option changes, end to end through the CLI's JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from typer.testing import CliRunner
+
+from mmcli.cli.main import app
+
+ROOT = Path(__file__).resolve().parents[2]
+DEEPSEEK = ROOT / "tests" / "kv" / "configs" / "deepseek-ai--DeepSeek-R1.as-DeepSeek-V3.json"
+TOY = ROOT / "samples" / "kv" / "toy.toml"
+CLA = ROOT / "samples" / "kv" / "hunyuan-cla2-like.json"
+
+
+def run(*args: str, code: int = 0) -> dict[str, Any]:
+    result = CliRunner().invoke(
+        app, ["kv-share", "plan", *args, "--format", "json"], catch_exceptions=False
+    )
+    assert result.exit_code == code, result.stdout + result.stderr
+    doc: dict[str, Any] = json.loads(result.stdout)
+    return doc
+
+
+def engine(doc: dict[str, Any], key: str) -> Any:
+    return doc["memory"][key][doc["engine_side"]]
+
+
+def test_mtp_adds_the_configs_prediction_layer() -> None:
+    base = run(str(DEEPSEEK), "--max-model-len", "4096")
+    mtp = run(str(DEEPSEEK), "--max-model-len", "4096", "--mtp")
+    assert (len(base["layers"]), len(mtp["layers"])) == (61, 62)
+    # One more MLA layer of 576 × 2 bytes per token.
+    assert engine(mtp, "bytes_per_token") - engine(base, "bytes_per_token") == 1152
+
+
+def test_fp8_ds_mla_stores_656_bytes_per_token() -> None:
+    doc = run(str(DEEPSEEK), "--max-model-len", "4096", "--kv-cache-dtype", "fp8_ds_mla")
+    assert engine(doc, "bytes_per_token") == 61 * 656
+    assert engine(doc, "bytes_per_block") == 61 * 16 * 656
+
+
+def test_mla_without_block_size_notes_the_backend_choice() -> None:
+    doc = run(str(DEEPSEEK), "--max-model-len", "4096")
+    assert [f["code"] for f in doc["findings"]] == ["backend-block-size"]
+    assert run(str(DEEPSEEK), "--max-model-len", "4096", "--block-size", "64")["findings"] == []
+
+
+def test_draft_layers_join_the_pool_with_the_target_geometry() -> None:
+    doc = run(str(TOY), "--num-draft-layers", "2")
+    drafters = [layer for layer in doc["layers"] if layer["name"].startswith("drafter.")]
+    assert len(drafters) == 2
+    assert {(d["attention"], d["num_kv_heads"], d["head_size"]) for d in drafters} == {
+        (doc["layers"][0]["attention"], doc["layers"][0]["num_kv_heads"], 64)
+    }
+
+
+def test_num_gpu_blocks_override_sets_the_pool() -> None:
+    doc = run(str(TOY), "--num-gpu-blocks-override", "4096")
+    assert engine(doc, "num_blocks") == 4096
+
+
+def test_newer_release_is_planned_with_the_newest_rules_and_says_so() -> None:
+    doc = run(str(TOY), "--vllm-version", "0.99")
+    assert doc["vllm_rules"] == {"release": "0.99", "mirrored": "0.34"}
+    assert [f["code"] for f in doc["findings"]] == ["newer-release"]
+
+
+def test_older_release_takes_the_oldest_rules() -> None:
+    assert run(str(TOY), "--vllm-version", "0.8.4")["vllm_rules"]["mirrored"] == "0.10"
+
+
+def test_without_max_model_len_the_map_and_bytes_per_token_still_plan(tmp_path: Path) -> None:
+    doc = json.loads((ROOT / "samples" / "kv" / "gemma3n-e2b-like.json").read_text())
+    doc["text_config"].pop("max_position_embeddings", None)
+    doc.pop("max_position_embeddings", None)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(doc))
+    out = run(str(path), "--memory", "20GiB")
+    assert out["max_model_len"] is None
+    assert engine(out, "bytes_per_token") == 20 * 2 * 2 * 256 * 2
+    assert engine(out, "max_concurrency") is None
+    assert "no-max-model-len" in [f["code"] for f in out["findings"]]
+
+
+def test_cla_is_a_what_if_the_engine_does_not_run() -> None:
+    doc = run(str(CLA), "--memory", "20GiB")
+    assert doc["engine_side"] == "without_sharing"
+    assert "cla-not-shared-by-engine" in [f["code"] for f in doc["findings"]]
+    result = CliRunner().invoke(app, ["kv-share", "plan", str(CLA), "--memory", "20GiB"])
+    assert "engine (no sharing)" in result.stdout and "what-if sharing" in result.stdout
+
+
+def test_strict_makes_full_sliding_sharing_an_error(tmp_path: Path) -> None:
+    config = {
+        "name": "mixed",
+        "max_model_len": 1024,
+        "defaults": {"num_kv_heads": 2, "head_size": 64, "dtype": "bfloat16"},
+        "layers": [
+            {"name": "a"},
+            {"name": "b", "attention": "sliding", "sliding_window": 256, "kv_sharing_target": "a"},
+        ],
+    }
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(config))
+    loose = run(str(path))
+    assert [(f["code"], f["severity"]) for f in loose["findings"]] == [
+        ("attention-kind-mismatch", "warning")
+    ]
+    strict = run(str(path), "--strict", code=1)
+    assert [(f["code"], f["severity"]) for f in strict["findings"]] == [
+        ("attention-kind-mismatch", "error")
+    ]
