@@ -13,6 +13,7 @@ from mmcli._version import __version__
 from mmcli.errors import EncoderOutputError, InputError, KVSharingError, MmcliError
 
 if TYPE_CHECKING:
+    from mmcli import capture
     from mmcli.dump.io import dump_encoder_outputs, load_dump
     from mmcli.embeddings.ops import gather_mm_placeholders, scatter_mm_placeholders
     from mmcli.embeddings.ranges import (
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     )
 
 _LAZY = {
+    "capture": "",  # the subpackage itself (torch-free until a capture is used)
     "scatter_mm_placeholders": "mmcli.embeddings.ops",
     "gather_mm_placeholders": "mmcli.embeddings.ops",
     "PlaceholderRange": "mmcli.embeddings.ranges",
@@ -65,6 +67,7 @@ __all__ = [
     "diagnose_mm_encoder_outputs",
     "dump_encoder_outputs",
     "load_dump",
+    "capture",
     "KVCacheGroupSpec",
     "FullAttentionSpec",
     "SlidingWindowSpec",
@@ -76,7 +79,11 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'mmcli' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    value = (
+        importlib.import_module(f"mmcli.{name}")
+        if not module
+        else getattr(importlib.import_module(module), name)
+    )
     globals()[name] = value
     return value
 

@@ -12,16 +12,28 @@ from typing import Any, NamedTuple
 import torch
 
 from mmcli.dtypes import name_of
-from mmcli.embeddings.hints import ndim_hint
+from mmcli.embeddings.hints import FP16_HINT, GRID_HINT, ndim_hint
 from mmcli.findings import Finding
 from mmcli.text import shape_text
 
 _COMMON_FLOATS = (torch.bfloat16, torch.float16, torch.float32, torch.float64)
 
 
-def judge_stacked(shape: Sequence[int]) -> Finding:
+def judge_stacked(shape: Sequence[int], num_placeholders: int | None = None) -> Finding:
     """A stacked ``mm_embeddings`` tensor: a warning when 3-D (its items can be checked), else
-    an error."""
+    an error (``unflattened-grid`` for a 4-D ``(items, rows, cols, hidden)``)."""
+    if len(shape) == 4:
+        items, rows, cols = shape[0], shape[1], shape[2]
+        fits = ""
+        if num_placeholders is not None and num_placeholders == items * rows * cols:
+            fits = f"; {items} × {rows} × {cols} = {num_placeholders} matches the placeholders"
+        return Finding(
+            "unflattened-grid",
+            "error",
+            f"mm_embeddings is one stacked {shape_text(shape)} tensor: {items} items of a "
+            f"{rows} × {cols} grid each, not (tokens, hidden) rows{fits}",
+            GRID_HINT,
+        )
     if len(shape) == 3:
         return Finding(
             "stacked-3d",
@@ -83,7 +95,7 @@ def judge_mask(index: int, mask: torch.Tensor | None) -> MaskFacts:
                 item=index,
             )
         )
-    count = int(torch.count_nonzero(mask))
+    count = int(torch.count_nonzero(_countable(mask)))
     if count == 0 and mshape[0] > 0:
         findings.append(
             Finding(
@@ -96,6 +108,26 @@ def judge_mask(index: int, mask: torch.Tensor | None) -> MaskFacts:
             )
         )
     return MaskFacts(mshape[0], count, findings)
+
+
+#: Same-width signed views of the unsigned dtypes that torch stores but has few CPU kernels for.
+_SIGNED_VIEW = {
+    getattr(torch, name): getattr(torch, signed)
+    for name, signed in (("uint16", "int16"), ("uint32", "int32"), ("uint64", "int64"))
+    if hasattr(torch, name)
+}
+
+
+def _countable(mask: torch.Tensor) -> torch.Tensor:
+    """``mask`` as a tensor that ``count_nonzero`` has a kernel for, with the same non-zero
+    positions: uint16/32/64 viewed as signed ints of their width, float8 and other rare
+    floats as fp32."""
+    signed = _SIGNED_VIEW.get(mask.dtype)
+    if signed is not None:
+        return mask.view(signed)
+    if mask.is_floating_point() and mask.dtype not in _COMMON_FLOATS:
+        return mask.float()
+    return mask
 
 
 def judge_layout(
@@ -117,6 +149,18 @@ def judge_layout(
                 f"item {index} has shape {shape_text(shape)} ({len(shape)}-D); every item must "
                 f"be 2-D (num_embeds, hidden){fits}",
                 ndim_hint(shape),
+                item=index,
+            )
+        ]
+    if dtype.is_complex:
+        return [
+            Finding(
+                "complex-dtype",
+                "error",
+                f"item {index} has dtype {name_of(dtype)}: complex numbers, not the real "
+                "embeddings a language model takes",
+                "encoder outputs must be real floating point: an FFT or a complex projection "
+                "was returned unreduced, or a .to(dtype) picked the wrong type",
                 item=index,
             )
         ]
@@ -211,8 +255,11 @@ def _non_finite(index: int, emb: torch.Tensor) -> Finding:
                 "scattered placeholder form (NaN at non-embedding positions) was passed as "
                 "embeddings; otherwise " + hint
             )
+    code = "non-finite"
+    if emb.dtype == torch.float16 and num_inf:
+        code, hint = "fp16-overflow", FP16_HINT
     return Finding(
-        "non-finite",
+        code,
         "error",
         f"item {index} has {num_nan} NaN and {num_inf} inf values{rows}; first at "
         f"(item {index}, {position})",

@@ -17,7 +17,8 @@ from typing import Any
 import torch
 
 from mmcli.dtypes import name_of, torch_model_dtype
-from mmcli.embeddings.diagnosis import across_items, per_item
+from mmcli.embeddings.context import SequenceContext
+from mmcli.embeddings.diagnosis import across_items, per_item, sequence
 from mmcli.embeddings.diagnosis.roundtrip import Clock, judge_roundtrip, judge_stored
 from mmcli.embeddings.ops import Impl
 from mmcli.findings import Finding
@@ -72,6 +73,7 @@ class Diagnosis:
         hidden_size: int | None = None,
         model_dtype: str | torch.dtype | None = None,
         fetch: Callable[[int], torch.Tensor] | None = None,
+        context: SequenceContext | None = None,
     ) -> None:
         self.options = Options(
             expected_num_items=expected_num_items,
@@ -79,6 +81,12 @@ class Diagnosis:
             model_dtype=None if model_dtype is None else torch_model_dtype(model_dtype),
         )
         self.fetch = fetch
+        #: What the dump (v2) or the capture knows beyond the items.
+        self.context = context or SequenceContext()
+        #: Each item's rows and mask count, for the judgments across items.
+        self.rows: list[sequence.ItemRows] = []
+        #: A stacked tensor whose items cannot be checked (their rows are unknown).
+        self.refused = False
         self.findings: list[Finding] = []
         self.items: list[ItemStats] = []
         #: Duplicate fingerprint (shape, dtype, row norms) → the items that have it.
@@ -89,9 +97,10 @@ class Diagnosis:
 
     def stacked(self, shape: Sequence[int]) -> bool:
         """Judge a stacked ``mm_embeddings`` tensor's shape; True when its items can be checked."""
-        finding = per_item.judge_stacked(shape)
+        finding = per_item.judge_stacked(shape, self.context.num_placeholders)
         self.findings.append(finding)
-        return finding.severity != "error"
+        self.refused = finding.severity == "error"
+        return not self.refused
 
     def add(self, index: int, emb: torch.Tensor, mask: torch.Tensor | None = None) -> ItemStats:
         """Run every per-item judgment on item ``index`` (and its mask); record its stats."""
@@ -118,6 +127,10 @@ class Diagnosis:
         elif facts.num_embeds is not None:
             stats.num_placeholders, stats.num_embeds = facts.num_placeholders, facts.num_embeds
         self.findings += per_item.judge_layout(index, shape, emb.dtype, facts.num_embeds)
+        rows = 1
+        for d in shape[:-1]:
+            rows *= d
+        self.rows.append(sequence.ItemRows(index, rows, facts.num_embeds, facts.num_placeholders))
         fingerprint = None
         if floating:
             values = per_item.judge_values(index, emb)
@@ -172,14 +185,37 @@ class Diagnosis:
     def finish(self, num_items: int | None = None, *, num_masks: int = 0) -> list[Finding]:
         """Add the cross-item findings and return every finding, file-level ones first."""
         found = len(self.items) if num_items is None else num_items
-        options = self.options
+        options, ctx = self.options, self.context
         dtype = None if options.model_dtype is None else name_of(options.model_dtype)
-        self.findings += across_items.judge_count(found, options.expected_num_items, num_masks)
-        self.findings += across_items.judge_agreement(
-            self.hidden_sizes, options.hidden_size, across_items.HIDDEN_SIZE
-        )
+        self.findings += sequence.judge_return(ctx, ctx.num_placeholders)
+        self._judge_sequence()
+        expected = options.expected_num_items
+        if expected is None and ctx.placeholder_ranges is not None:
+            expected = len(ctx.placeholder_ranges)
+        self.findings += across_items.judge_count(found, expected, num_masks)
+        want, widths, explained = sequence.judge_width(self.hidden_sizes, options.hidden_size, ctx)
+        self.findings += widths
+        groups = {w: i for w, i in self.hidden_sizes.items() if w not in explained}
+        self.findings += across_items.judge_agreement(groups, want, across_items.HIDDEN_SIZE)
         self.findings += across_items.judge_agreement(self.dtypes, dtype, across_items.DTYPE)
         self.findings += across_items.judge_norms(
             [(s.index, s.mean_row_norm) for s in self.items if s.mean_row_norm is not None]
         )
+        self.findings += sequence.judge_engine_error(ctx)
         return sorted(self.findings, key=lambda f: -1 if f.item is None else f.item)
+
+    def _judge_sequence(self) -> None:
+        """Placeholders against rows; begin/end-of-image rows (replacing the per-item
+        mask-count findings they explain)."""
+        ctx = self.context
+        if self.refused:
+            return
+        k = sequence.boundary_rows(self.rows, ctx) if self.rows else None
+        if k is not None:
+            self.findings = [
+                f for f in self.findings if f.code not in ("mask-count", "range-length")
+            ]
+            self.findings.append(sequence.judge_boundary(k, self.rows))
+            return
+        self.findings += sequence.judge_ranges(ctx, self.rows)
+        self.findings += sequence.judge_placeholders(ctx, self.rows)

@@ -1,0 +1,32 @@
+"""A LLaVA whose encoder output is broken on purpose, registered with vLLM for the e2e run.
+
+``MMCLI_E2E_FAULT``: ``batch-dim`` (every item keeps a leading batch dim: 3-D items) or
+``one-short`` (one item too few). Registered in-process under ``ARCH``; the model folder's
+``config.json`` names ``ARCH`` as its architecture.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from vllm.model_executor.models.llava import LlavaForConditionalGeneration
+
+ARCH = "MmcliFaultyLlavaForConditionalGeneration"
+
+
+class MmcliFaultyLlava(LlavaForConditionalGeneration):
+    def embed_multimodal(self, **kwargs: object) -> Any:
+        outputs = list(super().embed_multimodal(**kwargs))
+        fault = os.environ.get("MMCLI_E2E_FAULT", "")
+        if fault == "batch-dim":
+            return [item.unsqueeze(0) for item in outputs]
+        if fault == "one-short":
+            return outputs[:-1]
+        return outputs
+
+
+def register() -> None:
+    from vllm import ModelRegistry
+
+    ModelRegistry.register_model(ARCH, MmcliFaultyLlava)

@@ -1,0 +1,34 @@
+"""Capture encoder outputs from a running model as ``mm_dump`` files.
+
+``mmcli.capture.transformers(model, "dumps/", when="failure")`` wraps a transformers
+vision-language model (:mod:`mmcli.capture.hf`); the vLLM and SGLang plugins live beside it.
+What they share (modes, the dump directory, the file budget, naming) is
+:mod:`mmcli.capture._common`. Nothing here imports torch or transformers until used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mmcli.capture._common import Capturer
+    from mmcli.capture.context import CaptureContext
+    from mmcli.capture.hf import transformers
+
+__all__ = ["CaptureContext", "Capturer", "transformers"]
+
+_LAZY = {
+    "transformers": "mmcli.capture.hf",
+    "Capturer": "mmcli.capture._common",
+    "CaptureContext": "mmcli.capture.context",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'mmcli.capture' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

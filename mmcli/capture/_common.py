@@ -1,0 +1,282 @@
+"""What every capture path shares: modes, the dump directory, the file budget, naming, writing.
+
+Engine integrations (transformers here; the vLLM and SGLang plugins) hand each encoder batch
+to one :class:`Capturer`, which decides whether to write it and writes it as an ``mm_dump``
+file (v2 when sequence context is given)::
+
+    cap = Capturer.from_env(engine="vllm", rank=tp_rank)   # None unless MMCLI_DUMP_DIR is set
+    if cap is not None:
+        try:
+            engine_check(outputs)                          # the engine's own check
+        except Exception as exc:
+            cap.record(outputs, is_embed=masks, context=ctx, error=exc)
+            raise                                          # the engine's error, unchanged
+        else:
+            cap.record(outputs, is_embed=masks, context=ctx)
+
+Modes: ``failure`` (default) writes only batches passed with ``error``; ``check`` also runs
+mmcli's own diagnosis in memory and writes batches with an error finding; ``always`` writes
+every batch. At most ``max_dumps`` files are written per :class:`Capturer` (per process;
+``MMCLI_DUMP_MAX``, default 32). The directory is created with mode 0700; files appear whole
+or not at all (:mod:`mmcli.atomic`), named
+``{engine}-{phase}-r{rank}-p{pid}-{seq:04d}-{reason}.safetensors``. :meth:`Capturer.record`
+never raises: a capture that fails warns once and the engine carries on.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import threading
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Literal
+
+from mmcli.capture.context import CaptureContext
+from mmcli.errors import InputError
+
+Mode = Literal["failure", "check", "always"]
+MODES: tuple[Mode, ...] = ("failure", "check", "always")
+ENV_DIR, ENV_MODE, ENV_MAX, ENV_RANKS = (
+    "MMCLI_DUMP_DIR",
+    "MMCLI_DUMP_MODE",
+    "MMCLI_DUMP_MAX",
+    "MMCLI_DUMP_RANKS",
+)
+DEFAULT_MAX_DUMPS = 32
+_SAFE = re.compile(r"[^A-Za-z0-9_.]+")
+
+
+def parse_mode(value: str | None, *, default: Mode = "failure") -> Mode:
+    """``failure``, ``check`` or ``always`` (case-insensitive; empty → ``default``)."""
+    if value is None or not value.strip():
+        return default
+    mode = value.strip().lower()
+    if mode not in MODES:
+        raise InputError(
+            f"capture mode {value!r} is not one of {', '.join(MODES)}",
+            hint=f"set {ENV_MODE} (or when=) to failure, check or always",
+        )
+    return mode
+
+
+def parse_max(value: str | None) -> int:
+    """``MMCLI_DUMP_MAX``: a count ≥ 0 (empty → the default)."""
+    if value is None or not value.strip():
+        return DEFAULT_MAX_DUMPS
+    try:
+        number = int(value)
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise InputError(f"{ENV_MAX}={value!r} is not an integer >= 0", hint="e.g. 32")
+    return number
+
+
+def rank_selected(rank: int | None, spec: str | None) -> bool:
+    """Whether ``rank`` is in ``MMCLI_DUMP_RANKS`` (``0,2``, ``0-3``, ``all``; empty: all)."""
+    if spec is None or not spec.strip() or spec.strip().lower() == "all":
+        return True
+    if rank is None:
+        return True
+    for part in spec.split(","):
+        part = part.strip()
+        low, _, high = part.partition("-")
+        try:
+            if int(low) <= rank <= int(high or low):
+                return True
+        except ValueError:
+            raise InputError(
+                f"{ENV_RANKS}={spec!r} is not a list of ranks", hint="e.g. 0 or 0,1 or 0-3"
+            ) from None
+    return False
+
+
+def make_dump_dir(directory: str | os.PathLike[str]) -> Path:
+    """Create ``directory`` (and parents) with mode 0700 when missing; return it.
+
+    An existing directory is used as it is (its mode is the owner's choice).
+    """
+    path = Path(directory)
+    if not path.is_dir():
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(path, 0o700)  # mkdir's mode is filtered by the umask
+    return path
+
+
+class Capturer:
+    """Decides which encoder batches to write, and writes them (see the module docstring)."""
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        mode: Mode | str = "failure",
+        max_dumps: int = DEFAULT_MAX_DUMPS,
+        engine: str = "mmcli",
+        rank: int | None = None,
+    ) -> None:
+        self.directory = Path(directory)
+        self.mode: Mode = parse_mode(mode)
+        self.max_dumps = max_dumps
+        self.engine = engine
+        self.rank = rank
+        self.written: list[Path] = []
+        self.skipped = 0  # batches that would have been written past the budget
+        self._seq = itertools.count()
+        self._lock = threading.Lock()
+        self._warned = False
+
+    @classmethod
+    def from_env(
+        cls,
+        *,
+        engine: str,
+        rank: int | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> Capturer | None:
+        """A capturer configured by ``MMCLI_DUMP_DIR``/``_MODE``/``_MAX``/``_RANKS``, or None
+        when ``MMCLI_DUMP_DIR`` is unset or empty, or ``rank`` is not selected."""
+        env = os.environ if environ is None else environ
+        directory = env.get(ENV_DIR, "")
+        if not directory or not rank_selected(rank, env.get(ENV_RANKS)):
+            return None
+        return cls(
+            directory,
+            mode=parse_mode(env.get(ENV_MODE)),
+            max_dumps=parse_max(env.get(ENV_MAX)),
+            engine=engine,
+            rank=rank,
+        )
+
+    @property
+    def remaining(self) -> int:
+        """How many more files this capturer may write."""
+        return max(self.max_dumps - len(self.written), 0)
+
+    @property
+    def checks(self) -> bool:
+        """Whether healthy-looking batches must be diagnosed (mode ``check``)."""
+        return self.mode == "check"
+
+    def next_path(self, reason: str, phase: str | None = None) -> Path | None:
+        """Reserve the next file name (creating the directory), or None past the budget."""
+        with self._lock:
+            if len(self.written) >= self.max_dumps:
+                self.skipped += 1
+                return None
+            seq = next(self._seq)
+            rank = "x" if self.rank is None else str(self.rank)
+            name = "-".join(
+                _SAFE.sub("_", part)
+                for part in (self.engine, phase or "batch", f"r{rank}", f"p{os.getpid()}")
+            )
+            path = make_dump_dir(self.directory) / f"{name}-{seq:04d}-{reason}.safetensors"
+            self.written.append(path)
+            return path
+
+    def diagnose(
+        self,
+        outputs: object,
+        *,
+        is_embed: object = None,
+        context: CaptureContext | None = None,
+        item_counts: Sequence[int] | None = None,
+    ) -> list[str]:
+        """The codes of mmcli's error findings on this batch (in memory, nothing written)."""
+        from mmcli.capture._check import error_codes
+
+        codes: list[str] = error_codes(outputs, is_embed, context or CaptureContext(), item_counts)
+        return codes
+
+    def record(
+        self,
+        outputs: object,
+        *,
+        is_embed: object = None,
+        context: CaptureContext | None = None,
+        error: BaseException | str | None = None,
+        item_counts: Sequence[int] | None = None,
+    ) -> Path | None:
+        """Write this batch if the mode says so; return the file written, or None.
+
+        ``outputs``: per-item tensors, one stacked tensor, one merged 2-D tensor (with
+        ``item_counts``: rows per item, as SGLang concatenates), or anything else the encoder
+        returned (None included: its type is recorded). ``is_embed``: per-item 1-D bool masks
+        over each item's placeholder range. ``error``: the engine's exception (or its text)
+        when it failed; the batch is then written in every mode. Never raises.
+        """
+        try:
+            if error is not None:
+                reason = "failure"
+            elif self.mode == "always":
+                reason = "always"
+            elif self.mode == "check" and self.diagnose(
+                outputs, is_embed=is_embed, context=context, item_counts=item_counts
+            ):
+                reason = "check"
+            else:
+                return None
+            return self.write(
+                outputs,
+                reason=reason,
+                is_embed=is_embed,
+                context=context,
+                error=error,
+                item_counts=item_counts,
+            )
+        except Exception as exc:  # capture must never break the engine
+            self._warn(exc)
+            return None
+
+    def write(
+        self,
+        outputs: object,
+        *,
+        reason: str = "always",
+        is_embed: object = None,
+        context: CaptureContext | None = None,
+        error: BaseException | str | None = None,
+        item_counts: Sequence[int] | None = None,
+    ) -> Path | None:
+        """Write this batch now (within the budget; None past it). Raises on a bad input."""
+        from mmcli.dump.io import dump_encoder_outputs
+
+        ctx = context or CaptureContext()
+        path = self.next_path(reason, ctx.phase)
+        if path is None:
+            return None
+        kw = ctx.writer_kwargs()
+        if kw.get("engine") is None:
+            kw["engine"] = self.engine
+        if kw.get("tp_rank") is None and self.rank is not None:
+            kw["tp_rank"] = self.rank
+        kw["capture_reason"] = reason
+        if error is not None:
+            kw["engine_error"] = error_text(error)
+        try:
+            return dump_encoder_outputs(
+                path, outputs, is_embed=is_embed, item_counts=item_counts, **kw
+            )
+        except BaseException:
+            with self._lock:
+                self.written.remove(path)
+            raise
+
+    def _warn(self, exc: Exception) -> None:
+        if not self._warned:
+            self._warned = True
+            warnings.warn(
+                f"mmcli capture could not write a dump ({type(exc).__name__}: {exc}); "
+                "the engine carries on",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+
+
+def error_text(error: BaseException | str, limit: int = 4000) -> str:
+    """``Type: message`` of an exception (or the text itself), at most ``limit`` characters."""
+    text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+    return text if len(text) <= limit else text[: limit - 1] + "…"

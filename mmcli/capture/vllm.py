@@ -1,0 +1,389 @@
+"""vLLM general plugin: dump the encoder outputs the engine checks, with each item's mask.
+
+Installed as the entry point ``vllm.general_plugins: mmcli = mmcli.capture.vllm:register``;
+vLLM calls :func:`register` in every process it starts. The plugin is **inert unless
+``MMCLI_DUMP_DIR`` is set**, and registering it imports neither torch nor vLLM: it adds an
+import hook that patches the runner modules when vLLM imports them (and patches at once
+any that are already imported).
+
+Environment (read at :func:`register`):
+
+* ``MMCLI_DUMP_DIR`` — where dumps go (created ``0700``); unset: the plugin does nothing.
+* ``MMCLI_DUMP_MODE`` — ``failure`` (default: dump when the engine's check raises, then
+  re-raise the engine's own error unchanged), ``check`` (also run mmcli's diagnosis on every
+  encoder batch and dump the batches with an error finding), ``always`` (dump every batch).
+* ``MMCLI_DUMP_MAX`` — at most this many dumps per process (default 16; 0 = no limit).
+* ``MMCLI_DUMP_RANKS`` — comma-separated tensor-parallel ranks that dump (default: all).
+
+What it sees. The engine checks every encoder batch with ``sanity_check_mm_encoder_outputs``,
+which each runner module imports *by name* from ``vllm.v1.worker.utils``; the plugin
+replaces that name in ``vllm.v1.worker.utils`` and in every runner module below, so the
+wrapper receives exactly the outputs the engine checks. Each item's placeholder range
+(``offset``, ``length``, ``is_embed``) comes from the runner's own preparation step, matched
+to the batch by the identity of the item's kwargs as they pass through the engine's batching
+generator (``group_and_batch_mm_kwargs`` / ``group_mm_kwargs_by_modality``), so batches,
+modality sorting and sequential video encoding are followed as the engine ran them. Start-up
+profiling runs dummy items that have no placeholder range: those dumps have no masks and
+``phase=profile``.
+
+Releases covered (0.10.2 to 0.34, V1 runner and Model Runner V2): see ``docs/capture-vllm.md``.
+
+Every name is probed with ``getattr``; on a release where the preparation step or the
+batching generator differs, the plugin still dumps what the check sees but without masks
+(and says so once in the log). The engine's exception is never replaced: mmcli's own
+failures while capturing are logged and swallowed.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from types import ModuleType
+from typing import Any
+
+__all__ = ["register", "RUNNER_MODULES"]
+
+from mmcli.capture.import_hook import PatchingFinder
+from mmcli.capture.vllm_items import (
+    ItemInfo,
+    RunnerInfo,
+    batch_context,
+    item_info,
+    item_of,
+    tp_rank,
+    unpack,
+)
+from mmcli.capture.vllm_settings import ENV_DIR, Settings
+
+logger = logging.getLogger("mmcli.capture.vllm")
+
+
+CHECK_NAME = "sanity_check_mm_encoder_outputs"
+UTILS_MODULE = "vllm.v1.worker.utils"
+BATCHING_NAMES = ("group_and_batch_mm_kwargs", "group_mm_kwargs_by_modality")
+# Methods that list the scheduled items with their placeholder ranges (see the table above).
+PREPARE_METHODS = (
+    "_batch_mm_inputs_from_scheduler",
+    "_batch_mm_kwargs_from_scheduler",
+    "prepare_mm_inputs",
+)
+PROFILE_METHODS = ("profile_run", "profile_encoder_cache")
+RUNNER_MODULES = (
+    "vllm.v1.worker.gpu_model_runner",
+    "vllm.v1.worker.tpu_model_runner",
+    "vllm.v1.worker.cpu_model_runner",
+    "vllm.v1.worker.gpu.mm.encoder_runner",
+    "vllm.v1.worker.gpu.model_runner",
+    "vllm.v1.worker.cpu.encoder_runner",
+    "vllm.v1.worker.cpu.model_runner",
+    "vllm.v1.worker.cpu.standalone_model_runner",
+)
+_TARGETS = frozenset((UTILS_MODULE, *RUNNER_MODULES))
+_MARK = "__mmcli_wrapped__"
+
+
+# --------------------------------------------------------------------------- configuration
+
+
+_settings: Settings | None = None
+
+
+# --------------------------------------------------------------------------- per-thread state
+
+
+class _State(threading.local):
+    def __init__(self) -> None:
+        # id(kwargs item) -> (item, info), from the latest preparation step.
+        self.items: dict[int, tuple[object, ItemInfo]] = {}
+        self.batch: list[ItemInfo | None] | None = None
+        self.batch_owner: object | None = None
+        self.phase: str = "execute"
+        self.runner = RunnerInfo()
+        self.warned_no_masks = False
+
+
+_state = _State()
+
+
+# --------------------------------------------------------------------------- registration
+
+
+def register() -> None:
+    """vLLM's entry point: install the hooks when ``MMCLI_DUMP_DIR`` is set; else do nothing.
+
+    Cheap and idempotent: no torch or vLLM import here.
+    """
+    global _settings
+    settings = Settings.from_env()
+    if settings is None:
+        return
+    if _settings is None:
+        _settings = settings
+    if not any(isinstance(f, PatchingFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, PatchingFinder(_TARGETS, patch_module))
+    for name in sorted(_TARGETS):
+        module = sys.modules.get(name)
+        if module is not None:
+            patch_module(module)
+    logger.info(
+        "mmcli: capturing encoder outputs to %s (mode %s)",
+        _settings.environ.get(ENV_DIR),
+        _settings.mode,
+    )
+
+
+def unregister() -> None:
+    """Remove the import hook and forget the settings (for tests; patched modules stay)."""
+    global _settings
+    _settings = None
+    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, PatchingFinder)]
+
+
+# --------------------------------------------------------------------------- patching
+
+
+def patch_module(module: ModuleType) -> list[str]:
+    """Wrap the check, the batching generator and the runner methods found in ``module``.
+
+    Returns the names wrapped (already-wrapped names are skipped, so this is idempotent).
+    """
+    done: list[str] = []
+    check = getattr(module, CHECK_NAME, None)
+    if callable(check) and not getattr(check, _MARK, False):
+        setattr(module, CHECK_NAME, _wrap_check(check))
+        done.append(CHECK_NAME)
+    if module.__name__ == UTILS_MODULE:
+        return done
+    for name in BATCHING_NAMES:
+        batching = getattr(module, name, None)
+        if callable(batching) and not getattr(batching, _MARK, False):
+            setattr(module, name, _wrap_batching(batching))
+            done.append(name)
+    for cls in list(vars(module).values()):
+        if not isinstance(cls, type) or cls.__module__ != module.__name__:
+            continue
+        for name in PREPARE_METHODS:
+            method = cls.__dict__.get(name)
+            if callable(method) and not getattr(method, _MARK, False):
+                setattr(cls, name, _wrap_prepare(method, name, module.__name__))
+                done.append(f"{cls.__name__}.{name}")
+        for name in PROFILE_METHODS:
+            method = cls.__dict__.get(name)
+            if callable(method) and not getattr(method, _MARK, False):
+                setattr(cls, name, _wrap_profile(method))
+                done.append(f"{cls.__name__}.{name}")
+    if done:
+        logger.debug("mmcli: patched %s: %s", module.__name__, ", ".join(done))
+    return done
+
+
+def _marked(fn: Callable[..., Any]) -> Callable[..., Any]:
+    setattr(fn, _MARK, True)
+    return fn
+
+
+def _runner_info(runner: object, module_name: str) -> RunnerInfo:
+    model_config = getattr(runner, "model_config", None)
+    hidden = getattr(runner, "hidden_size", None)
+    if not isinstance(hidden, int) and model_config is not None:
+        get = getattr(model_config, "get_hidden_size", None)
+        try:
+            hidden = get() if callable(get) else None
+        except Exception:
+            hidden = None
+    model = getattr(model_config, "model", None)
+    if model is None:
+        previous = _state.runner.model
+        model = previous
+    kind = "v2" if ".gpu." in module_name or ".cpu." in module_name else "v1"
+    return RunnerInfo(
+        hidden_size=hidden if isinstance(hidden, int) else None,
+        dtype=getattr(runner, "dtype", None),
+        model=model if isinstance(model, str) else None,
+        runner=kind,
+    )
+
+
+def _record(method: str, runner: object, args: tuple[Any, ...], result: object) -> None:
+    """Map each scheduled item's kwargs to its placeholder range, from the preparation step."""
+    items: dict[int, tuple[object, ItemInfo]] = {}
+    if method == "_batch_mm_inputs_from_scheduler":  # (hashes, [(modality, item)], [(req, pos)])
+        hashes, kwargs, refs = unpack(result, 3)
+        for mm_hash, entry, ref in zip(hashes, kwargs, refs, strict=False):
+            req_id, position = ref
+            modality = entry[0] if isinstance(entry, tuple) else None
+            item = item_of(entry)
+            info = item_info(position, modality=modality, identifier=mm_hash, req_id=req_id)
+            items[id(item)] = (item, info)
+    elif method == "_batch_mm_kwargs_from_scheduler":  # ([item], [(hash, pos)])
+        kwargs, hashes_pos = unpack(result, 2)
+        for item, (mm_hash, position) in zip(kwargs, hashes_pos, strict=False):
+            modality = getattr(item, "modality", None)
+            info = item_info(position, modality=modality, identifier=mm_hash, req_id=None)
+            items[id(item)] = (item, info)
+    elif method == "prepare_mm_inputs":  # V2: (hashes, [(modality, item)]); ranges on features
+        scheduled = args[0] if args else None
+        features = getattr(runner, "req_id_to_mm_features", None)
+        if features is None:
+            features = getattr(getattr(runner, "encoder_cache", None), "mm_features", None)
+        if isinstance(scheduled, dict) and features is not None:
+            for req_id, input_ids in scheduled.items():
+                req_features = features.get(req_id) if hasattr(features, "get") else None
+                if req_features is None:
+                    continue
+                for index in input_ids:
+                    feature = req_features[index]
+                    item = getattr(feature, "data", None)
+                    if item is None:
+                        continue
+                    info = item_info(
+                        getattr(feature, "mm_position", None),
+                        modality=getattr(feature, "modality", None),
+                        identifier=getattr(feature, "identifier", None),
+                        req_id=req_id,
+                    )
+                    items[id(item)] = (item, info)
+    _state.items = items
+
+
+def _wrap_prepare(method: Callable[..., Any], name: str, module_name: str) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def prepare(self: object, *args: Any, **kwargs: Any) -> Any:
+        result = method(self, *args, **kwargs)
+        if _settings is not None:
+            try:
+                if name == "prepare_mm_inputs" and not args and kwargs:
+                    args = tuple(kwargs.values())
+                _state.runner = _runner_info(self, module_name)
+                _record(name, self, args, result)
+            except Exception:
+                _state.items = {}
+                logger.debug("mmcli: could not read placeholder ranges", exc_info=True)
+        return result
+
+    return _marked(prepare)
+
+
+def _wrap_profile(method: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def profile(self: object, *args: Any, **kwargs: Any) -> Any:
+        previous = _state.phase
+        _state.phase = "profile"
+        try:
+            if _settings is not None:
+                try:
+                    _state.runner = _runner_info(self, type(self).__module__)
+                except Exception:
+                    pass
+            return method(self, *args, **kwargs)
+        finally:
+            _state.phase = previous
+
+    return _marked(profile)
+
+
+def _wrap_batching(batching: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(batching)
+    def batched(mm_kwargs: Any, *args: Any, **kwargs: Any) -> Iterator[Any]:
+        if _settings is None or _state.batch_owner is not None:
+            # Off, or nested inside a batching loop the outer call already follows
+            # (e.g. sequential video encoding in the V1 runner).
+            yield from batching(mm_kwargs, *args, **kwargs)
+            return
+        entries = list(mm_kwargs)
+        known = _state.items
+        infos: list[ItemInfo | None] = []
+        for entry in entries:
+            item = item_of(entry)
+            found = known.get(id(item))
+            infos.append(found[1] if found is not None and found[0] is item else None)
+        token = object()
+        _state.batch_owner = token
+        position = 0
+        try:
+            for group in batching(entries, *args, **kwargs):
+                count = group[1] if isinstance(group, tuple) and len(group) == 3 else None
+                if isinstance(count, int):
+                    _state.batch = infos[position : position + count]
+                    position += count
+                else:
+                    _state.batch = None
+                yield group
+        finally:
+            if _state.batch_owner is token:
+                _state.batch_owner = None
+                _state.batch = None
+                _state.items = {}
+
+    return _marked(batched)
+
+
+def _wrap_check(check: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(check)
+    def sanity_check_mm_encoder_outputs(mm_embeddings: Any, *args: Any, **kwargs: Any) -> Any:
+        settings = _settings
+        if settings is None:
+            return check(mm_embeddings, *args, **kwargs)
+        expected = kwargs.get("expected_num_items", args[0] if args else None)
+        batch, _state.batch = _state.batch, None
+        phase = _state.phase
+        infos = None if phase == "profile" else batch
+        try:
+            result = check(mm_embeddings, *args, **kwargs)
+        except Exception as error:
+            _capture(settings, mm_embeddings, expected, infos, phase, error)
+            raise  # the engine's own error, unchanged
+        if settings.mode != "failure":
+            _capture(settings, mm_embeddings, expected, infos, phase, None)
+        return result
+
+    return _marked(sanity_check_mm_encoder_outputs)
+
+
+# --------------------------------------------------------------------------- capture
+
+
+def _capture(
+    settings: Settings,
+    outputs: Any,
+    expected: Any,
+    infos: list[ItemInfo | None] | None,
+    phase: str,
+    error: BaseException | None,
+) -> None:
+    """Hand the batch to this rank's capturer, which writes it when the mode says so.
+
+    Never raises.
+    """
+    try:
+        rank = tp_rank()
+        capturer = settings.capturer(rank)
+        if capturer is None:
+            return
+        masks, context = batch_context(
+            outputs,
+            expected if isinstance(expected, int) else None,
+            infos,
+            runner=_state.runner,
+            phase=phase,
+            rank=rank,
+        )
+        if masks is None and phase != "profile":
+            _warn_no_masks()
+        path = capturer.record(outputs, is_embed=masks, context=context, error=error)
+        if path is not None:
+            logger.warning("mmcli: wrote %s", path)
+    except Exception:
+        logger.exception("mmcli: could not capture encoder outputs")
+
+
+def _warn_no_masks() -> None:
+    if not _state.warned_no_masks:
+        _state.warned_no_masks = True
+        logger.warning(
+            "mmcli: no placeholder ranges for this encoder batch (a vLLM release whose runner "
+            "differs from the ones covered?); dumping without masks"
+        )

@@ -1,0 +1,147 @@
+"""What the vLLM plugin reads from the engine: each item's placeholder range, and the context.
+
+Pure helpers (no plugin state): unpack the runner's preparation results into
+:class:`ItemInfo` records, and build the dump's context for one encoder batch.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ItemInfo:
+    """One scheduled multimodal item and its placeholder range, as the runner listed it."""
+
+    modality: str | None
+    identifier: str | None
+    req_id: str | None
+    offset: int | None
+    length: int | None
+    is_embed: Any  # a 1-D bool tensor over the range, or None (every position is an embed)
+
+
+@dataclass
+class RunnerInfo:
+    """Facts about the runner that the dump's metadata records."""
+
+    hidden_size: int | None = None
+    dtype: Any = None
+    model: str | None = None
+    runner: str | None = None
+
+
+def item_of(entry: object) -> object:
+    """The kwargs item of a batching entry: ``(modality, item)`` (0.15+) or the item itself."""
+    if isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], str):
+        return entry[1]
+    return entry
+
+
+def item_info(
+    position: object, *, modality: object, identifier: object, req_id: object
+) -> ItemInfo:
+    offset = getattr(position, "offset", None)
+    length = getattr(position, "length", None)
+    return ItemInfo(
+        modality=modality if isinstance(modality, str) else None,
+        identifier=identifier if isinstance(identifier, str) else None,
+        req_id=req_id if isinstance(req_id, str) else None,
+        offset=offset if isinstance(offset, int) else None,
+        length=length if isinstance(length, int) else None,
+        is_embed=getattr(position, "is_embed", None),
+    )
+
+
+def unpack(result: object, size: int) -> list[Sequence[Any]]:
+    """The ``size`` sequences a preparation step returned (ValueError on another shape)."""
+    if not isinstance(result, tuple | list) or len(result) != size:
+        raise ValueError(f"expected {size} sequences, got {type(result).__name__}")
+    return [part if isinstance(part, Sequence) else list(part) for part in result]
+
+
+def tp_rank() -> int | None:
+    """The tensor-parallel rank, without importing anything new."""
+    state = sys.modules.get("vllm.distributed.parallel_state")
+    get = getattr(state, "get_tensor_model_parallel_rank", None)
+    if callable(get):
+        try:
+            return int(get())
+        except Exception:
+            pass
+    for key in ("RANK", "LOCAL_RANK"):
+        value = os.environ.get(key)
+        if value is not None and value.isdigit():
+            return int(value)
+    return None
+
+
+def engine_version() -> str | None:
+    version = getattr(sys.modules.get("vllm"), "__version__", None)
+    return version if isinstance(version, str) else None
+
+
+def batch_context(
+    outputs: Any,
+    expected: int | None,
+    infos: list[ItemInfo | None] | None,
+    *,
+    runner: RunnerInfo,
+    phase: str,
+    rank: int | None,
+) -> tuple[list[Any] | None, Any]:
+    """Each item's ``is_embed`` mask (None when no item's range is known) and the dump's
+    :class:`~mmcli.capture._common.CaptureContext` for one encoder batch."""
+    import torch
+
+    from mmcli._version import __version__
+    from mmcli.capture.context import CaptureContext
+
+    masks: list[Any] | None = None
+    ranges: list[tuple[int, int]] | None = None
+    modality = None
+    if infos and any(info is not None for info in infos):
+        masks = []
+        ranges = []
+        for info in infos:
+            if info is None or info.length is None:
+                masks.append(None)
+                continue
+            mask = info.is_embed
+            if isinstance(mask, torch.Tensor):
+                mask = mask.detach().to("cpu", torch.bool)
+            else:  # no mask: every position of the range is an embedding
+                mask = torch.ones(info.length, dtype=torch.bool)
+            masks.append(mask)
+            if info.offset is not None:
+                ranges.append((info.offset, info.length))
+            modality = modality or info.modality
+        if len(ranges) != len(infos):
+            ranges = None
+    dtype = runner.dtype if isinstance(runner.dtype, torch.dtype) else None
+    versions = {"mmcli": __version__}
+    vllm_version = engine_version()
+    if vllm_version:
+        versions["vllm"] = vllm_version
+    extra = {"runner": runner.runner} if runner.runner else {}
+    identifiers = [info.identifier for info in infos or () if info is not None]
+    if identifiers and all(identifiers):
+        extra["mm_hashes"] = ",".join(i for i in identifiers if i)
+    context = CaptureContext(
+        placeholder_ranges=ranges,
+        expected_num_items=expected,
+        hidden_size=runner.hidden_size,
+        tp_rank=rank,
+        dtype=dtype,
+        modality=modality,
+        model=runner.model,
+        engine="vllm",
+        versions=versions,
+        phase=phase,
+        extra=extra,
+    )
+    return masks, context

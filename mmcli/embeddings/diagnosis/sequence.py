@@ -1,0 +1,249 @@
+"""Judgments that need the batch's sequence context (``mm_dump`` v2) or see every item at once:
+what the encoder returned instead of tensors, placeholder tokens against embedding rows, the
+row width against the hidden size (deepstack, tensor parallelism), and begin/end-of-image
+rows the mask leaves out.
+
+Each function returns findings; none keeps state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from mmcli.embeddings import hints
+from mmcli.embeddings.context import SequenceContext
+from mmcli.findings import Finding
+from mmcli.text import items_text
+
+#: Rows per item beyond the mask that read as begin/end-of-image tokens (more is another bug).
+MAX_BOUNDARY_ROWS = 4
+#: Widths up to this multiple of the hidden size may be Qwen3-VL deepstack levels.
+MAX_DEEPSTACK_FACTOR = 8
+
+
+@dataclass(frozen=True)
+class ItemRows:
+    """One item's rows, and its mask's True count (None without a usable mask)."""
+
+    index: int
+    rows: int
+    mask_true: int | None
+    mask_len: int | None
+
+
+def judge_return(context: SequenceContext, num_placeholders: int | None) -> list[Finding]:
+    """The encoder returned something other than tensors (``encoder_return_type``)."""
+    kind = context.return_type
+    if not kind:
+        return []
+    slots = "" if num_placeholders is None else f" while the prompt holds {num_placeholders} "
+    slots += "placeholder tokens" if num_placeholders is not None else ""
+    if kind == "NoneType":
+        return [
+            Finding(
+                "encoder-returned-none",
+                "error",
+                f"the encoder returned None instead of embeddings{slots}",
+                hints.NONE_HINT,
+            )
+        ]
+    return [
+        Finding(
+            "non-tensor-output",
+            "error",
+            f"the encoder returned {kind}, not tensors{slots}",
+            f"{hints.BLAME} must return a list of per-item (tokens, hidden) tensors or one "
+            "stacked tensor",
+        )
+    ]
+
+
+def judge_placeholders(context: SequenceContext, items: Sequence[ItemRows]) -> list[Finding]:
+    """Placeholder tokens in the prompt against the rows the items bring."""
+    count = context.num_placeholders
+    if count is None or context.return_type:
+        return []
+    embeds = sum(i.mask_true if i.mask_true is not None else i.rows for i in items)
+    tokens = _tokens(context)
+    if count == embeds:
+        return []
+    if count == 0:
+        return [
+            Finding(
+                "no-placeholder",
+                "error",
+                f"the prompt holds 0 placeholder tokens{tokens} but the encoder returned "
+                f"{embeds} embedding rows for {items_text([i.index for i in items])}",
+                hints.NO_PLACEHOLDER_HINT,
+            )
+        ]
+    stray = _stray(context)
+    smallest = min((i.rows for i in items), default=0)
+    if stray or (0 < count - embeds < max(smallest, 2)):
+        where = f" at position(s) {_positions(stray)}" if stray else ""
+        extra = len(stray) if stray else count - embeds
+        return [
+            Finding(
+                "stray-placeholder",
+                "error",
+                f"the prompt holds {count} placeholder tokens{tokens} but the items bring "
+                f"{embeds} embedding rows: {extra} placeholder token(s) outside any item's "
+                f"slot{where}",
+                hints.STRAY_HINT,
+            )
+        ]
+    return [
+        Finding(
+            "placeholder-count",
+            "error",
+            f"the prompt holds {count} placeholder tokens{tokens} but the items bring {embeds} "
+            "embedding rows",
+            hints.PLACEHOLDER_COUNT_HINT,
+        )
+    ]
+
+
+def _tokens(context: SequenceContext) -> str:
+    ids = context.placeholder_token_ids
+    return f" (id {', '.join(str(t) for t in ids)})" if ids else ""
+
+
+def _positions(positions: Sequence[int], limit: int = 6) -> str:
+    shown = ", ".join(str(p) for p in positions[:limit])
+    return shown + (f", … ({len(positions) - limit} more)" if len(positions) > limit else "")
+
+
+def _stray(context: SequenceContext) -> list[int]:
+    """Placeholder positions outside every item's range (needs both)."""
+    if context.placeholder_positions is None or not context.placeholder_ranges:
+        return []
+    ranges = context.placeholder_ranges
+    return [p for p in context.placeholder_positions if not any(o <= p < o + n for o, n in ranges)]
+
+
+def judge_ranges(context: SequenceContext, items: Sequence[ItemRows]) -> list[Finding]:
+    """Each item's placeholder range length against its rows, for items without a mask."""
+    ranges = context.placeholder_ranges
+    if not ranges:
+        return []
+    findings = []
+    for item in items:
+        if item.index >= len(ranges) or item.mask_true is not None:
+            continue
+        offset, length = ranges[item.index]
+        if length != item.rows:
+            findings.append(
+                Finding(
+                    "range-length",
+                    "error",
+                    f"item {item.index} has {item.rows} rows but its placeholder range "
+                    f"(offset {offset}) is {length} positions long",
+                    hints.PLACEHOLDER_COUNT_HINT,
+                    item=item.index,
+                )
+            )
+    return findings
+
+
+def boundary_rows(items: Sequence[ItemRows], context: SequenceContext) -> int | None:
+    """``k`` when every item has exactly ``k`` (1..4) more rows than its mask (or range) has
+    embedding positions: begin/end-of-image tokens embedded that the mask excludes."""
+    excess: set[int] = set()
+    ranges = context.placeholder_ranges or ()
+    for item in items:
+        if item.mask_true is not None:
+            excess.add(item.rows - item.mask_true)
+        elif item.index < len(ranges):
+            excess.add(item.rows - ranges[item.index][1])
+        else:
+            return None
+    if len(excess) != 1:
+        return None
+    k = excess.pop()
+    return k if 0 < k <= MAX_BOUNDARY_ROWS else None
+
+
+def judge_boundary(k: int, items: Sequence[ItemRows]) -> Finding:
+    """The finding for :func:`boundary_rows`."""
+    return Finding(
+        "boundary-rows",
+        "error",
+        f"every item has exactly {k} more embedding row(s) than its mask has embedding "
+        f"positions ({items_text([i.index for i in items])}): begin/end-of-image rows "
+        "embedded that the mask excludes",
+        hints.BOUNDARY_HINT,
+    )
+
+
+def judge_width(
+    groups: Mapping[int, Sequence[int]], hidden: int | None, context: SequenceContext
+) -> tuple[int | None, list[Finding], set[int]]:
+    """The expected row width, and findings about widths the hidden-size check would
+    misread: Qwen3-VL deepstack rows and a projector sharded under tensor parallelism.
+
+    Returns ``(want, findings, explained)``: ``want`` is what the other widths are checked
+    against (None: no model value), ``explained`` the widths these findings account for.
+    """
+    findings: list[Finding] = []
+    want = context.row_width
+    levels = context.deepstack_levels
+    if want is None and hidden is not None and levels:
+        want = (1 + levels) * hidden
+    if want is None:
+        want = hidden
+    explained: set[int] = set()
+    if hidden is None:
+        return want, findings, explained
+    tp = context.tp_size
+    for width, indices in sorted(groups.items()):
+        if width == want:
+            continue
+        if tp and tp > 1 and width * tp == (want or hidden):
+            explained.add(width)
+            findings.append(
+                Finding(
+                    "tp-sharded-width",
+                    "error",
+                    f"{items_text(indices)} have width {width} = {want} / tp {tp}: the "
+                    f"projector output is this rank's shard (tp rank {context.tp_rank})",
+                    hints.TP_HINT,
+                    item=indices[0] if len(indices) == 1 else None,
+                )
+            )
+        elif (
+            not levels
+            and len(groups) == 1
+            and context.row_width is None
+            and width % hidden == 0
+            and 2 <= width // hidden <= MAX_DEEPSTACK_FACTOR
+        ):
+            factor = width // hidden
+            explained.add(width)
+            findings.append(
+                Finding(
+                    "deepstack-width",
+                    "warning",
+                    f"{items_text(indices)} have width {width} = {factor} × hidden size "
+                    f"{hidden}: deepstack outputs (Qwen3-VL: 1 + {factor - 1} levels "
+                    "concatenated)?",
+                    hints.DEEPSTACK_HINT,
+                    item=indices[0] if len(indices) == 1 else None,
+                )
+            )
+    return want, findings, explained
+
+
+def judge_engine_error(context: SequenceContext) -> list[Finding]:
+    """The engine's own error, when the dump was captured on a failure."""
+    if not context.engine_error:
+        return []
+    text = " ".join(context.engine_error.split())
+    return [
+        Finding(
+            "engine-error",
+            "info",
+            f"captured on the engine's error: {text[:500]}",
+            "the other findings say why the engine raised it",
+        )
+    ]

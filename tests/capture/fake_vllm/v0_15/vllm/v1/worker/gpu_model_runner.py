@@ -1,0 +1,72 @@
+"""Stand-in V1 runner, 0.15: (hashes, [(modality, item)], [(req_id, range)]) preparation."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import torch
+
+from vllm.multimodal.inputs import MultiModalKwargsItem
+from vllm.multimodal.utils import group_mm_kwargs_by_modality
+from vllm.v1.worker.utils import sanity_check_mm_encoder_outputs
+
+
+class GPUModelRunner:
+    def __init__(self, model, hidden_size: int, *, dummy_items: int = 2, image_size: int = 8):
+        self.model = model
+        self.hidden_size = hidden_size
+        self.dtype = torch.float32
+        self.device = torch.device("cpu")
+        self.pin_memory = False
+        self.model_config = SimpleNamespace(model="fake/llava", get_hidden_size=lambda: hidden_size)
+        self.requests: dict = {}
+        self.encoder_cache: dict = {}
+        self.dummy_items = dummy_items
+        self.image_size = image_size
+
+    def _batch_mm_inputs_from_scheduler(self, scheduler_output):
+        scheduled_encoder_inputs = scheduler_output.scheduled_encoder_inputs
+        if not scheduled_encoder_inputs:
+            return [], [], []
+        mm_hashes = []
+        mm_kwargs = []
+        mm_lora_refs = []
+        for req_id, encoder_input_ids in scheduled_encoder_inputs.items():
+            req_state = self.requests[req_id]
+            for mm_input_id in encoder_input_ids:
+                mm_feature = req_state.mm_features[mm_input_id]
+                if mm_feature.data is None:
+                    continue
+                mm_hashes.append(mm_feature.identifier)
+                mm_kwargs.append((mm_feature.modality, mm_feature.data))
+                mm_lora_refs.append((req_id, mm_feature.mm_position))
+        return mm_hashes, mm_kwargs, mm_lora_refs
+
+    def _execute_mm_encoder(self, scheduler_output):
+        mm_hashes, mm_kwargs, mm_lora_refs = self._batch_mm_inputs_from_scheduler(scheduler_output)
+        if not mm_kwargs:
+            return []
+        encoder_outputs = []
+        for _modality, num_items, mm_kwargs_group in group_mm_kwargs_by_modality(
+            mm_kwargs, device=self.device, pin_memory=self.pin_memory
+        ):
+            curr_group_outputs = self.model.embed_multimodal(**mm_kwargs_group)
+            sanity_check_mm_encoder_outputs(curr_group_outputs, expected_num_items=num_items)
+            encoder_outputs.extend(curr_group_outputs)
+        for mm_hash, output in zip(mm_hashes, encoder_outputs, strict=False):
+            self.encoder_cache[mm_hash] = output
+        return encoder_outputs
+
+    def _get_mm_dummy_batch(self, modality: str, max_items_per_batch: int):
+        size = self.image_size
+        dummy = [
+            (modality, MultiModalKwargsItem(modality, pixel_values=torch.zeros(3, size, size)))
+            for _ in range(max_items_per_batch)
+        ]
+        return next(group for _, _, group in group_mm_kwargs_by_modality(dummy, device=self.device))
+
+    def profile_run(self) -> None:
+        batched = self._get_mm_dummy_batch("image", self.dummy_items)
+        dummy_encoder_outputs = self.model.embed_multimodal(**batched)
+        sanity_check_mm_encoder_outputs(dummy_encoder_outputs, expected_num_items=self.dummy_items)
+        self.encoder_cache.clear()

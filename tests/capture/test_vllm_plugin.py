@@ -1,0 +1,443 @@
+"""The vLLM plugin against stand-in module trees of the covered releases (tests/capture/fake_vllm).
+
+Each test puts one tree first on ``sys.path``, registers the plugin (which installs its import
+hook), imports the tree's runner modules as vLLM would, runs the encoder step or start-up
+profiling with a tiny fake model, and reads back what was dumped.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import stat
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
+from typing import Any
+
+import pytest
+import torch
+
+from mmcli.capture import vllm as plugin
+from mmcli.check_embeddings import check_file
+from mmcli.dump.io import load_dump
+
+FAKE = Path(__file__).parent / "fake_vllm"
+HIDDEN = 16
+ROWS = 4  # embeddings per image
+
+
+def _forget_vllm() -> None:
+    for name in list(sys.modules):
+        if name == "vllm" or name.startswith(("vllm.", "fake_vllm_shared")):
+            del sys.modules[name]
+
+
+@pytest.fixture
+def fake_vllm(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Callable[..., Path]]:
+    """``load(tree, mode=..., register=True, **env)``: env set, plugin registered, tree on path."""
+    saved = {n: m for n, m in sys.modules.items() if n == "vllm" or n.startswith("vllm.")}
+    dumps = tmp_path / "dumps"
+
+    def load(tree: str, mode: str | None = "always", register: bool = True, **env: str) -> Path:
+        _forget_vllm()
+        monkeypatch.setenv("MMCLI_DUMP_DIR", str(dumps))
+        if mode is None:
+            monkeypatch.delenv("MMCLI_DUMP_MODE", raising=False)
+        else:
+            monkeypatch.setenv("MMCLI_DUMP_MODE", mode)
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        monkeypatch.syspath_prepend(str(FAKE / tree))
+        monkeypatch.syspath_prepend(str(FAKE))
+        if register:
+            plugin.register()
+        return dumps
+
+    yield load
+    plugin.unregister()
+    plugin._state.__init__()  # type: ignore[misc]
+    _forget_vllm()
+    sys.modules.update(saved)
+
+
+class FakeModel:
+    """``embed_multimodal``/``get_multimodal_embeddings``: ROWS rows per image, or a fault."""
+
+    def __init__(self, fault: str | None = None) -> None:
+        self.fault = fault
+        self.calls = 0
+
+    def embed_multimodal(self, pixel_values: torch.Tensor) -> Any:
+        self.calls += 1
+        n = pixel_values.shape[0]
+        base = pixel_values.reshape(n, -1)[:, :1]  # each image's first pixel marks its rows
+        out = [base[i].expand(ROWS, HIDDEN).clone() + torch.arange(HIDDEN) for i in range(n)]
+        if self.fault == "batch-dim":
+            return [o.unsqueeze(0) for o in out]
+        if self.fault == "one-short":
+            return out[:-1]
+        if self.fault == "none":
+            return None
+        return out
+
+    get_multimodal_embeddings = embed_multimodal
+
+
+def _image(value: float, modality: str = "image") -> Any:
+    from vllm.multimodal.inputs import MultiModalKwargsItem
+
+    return MultiModalKwargsItem(modality, pixel_values=torch.full((3, 8, 8), value))
+
+
+def _features(values: list[float], *, offset: int = 5, modality: str = "image") -> list[Any]:
+    """One feature per value; item i's range has ROWS + 2 positions, the ends not embeds."""
+    from vllm.multimodal.inputs import MultiModalFeatureSpec, PlaceholderRange
+
+    mask = torch.tensor([False] + [True] * ROWS + [False])
+    return [
+        MultiModalFeatureSpec(
+            data=_image(v, modality),
+            modality=modality,
+            identifier=f"hash{v:g}",
+            mm_position=PlaceholderRange(offset + 10 * i, ROWS + 2, mask),
+        )
+        for i, v in enumerate(values)
+    ]
+
+
+def _scheduled(**reqs: list[int]) -> SimpleNamespace:
+    return SimpleNamespace(scheduled_encoder_inputs=dict(reqs))
+
+
+def _v1_runner(tree: str, fault: str | None = None) -> Any:
+    module = importlib.import_module("vllm.v1.worker.gpu_model_runner")
+    runner = module.GPUModelRunner(FakeModel(fault), HIDDEN)
+    batch = importlib.import_module("vllm.v1.worker.gpu_input_batch")
+    if tree == "v0_10":
+        from vllm.multimodal.inputs import PlaceholderRange
+
+        mask = torch.tensor([False] + [True] * ROWS + [False])
+        runner.requests["r0"] = batch.CachedRequestState(
+            "r0",
+            mm_kwargs=[_image(1.0), _image(2.0)],
+            mm_hashes=["hash1", "hash2"],
+            mm_positions=[PlaceholderRange(5, ROWS + 2, mask), PlaceholderRange(15, ROWS)],
+        )
+    else:
+        runner.requests["r0"] = batch.CachedRequestState("r0", mm_features=_features([1.0, 2.0]))
+    return runner
+
+
+def _dumps(directory: Path) -> list[Path]:
+    return sorted(directory.glob("*.safetensors"))
+
+
+def _ranges(path: Path) -> list[list[int]]:
+    from safetensors.torch import load_file
+
+    ranges: list[list[int]] = load_file(str(path))["placeholder_ranges"].tolist()
+    return ranges
+
+
+def _codes(path: Path) -> set[str]:
+    report = check_file(path, device=torch.device("cpu"))
+    return {f.code for f in report.findings if f.severity == "error"}
+
+
+def _assert_masks(path: Path, ranges: list[tuple[int, int]]) -> None:
+    dump = load_dump(path)
+    assert dump.num_items == len(ranges)
+    for i in range(dump.num_items):
+        mask = dump.is_embed(i)
+        assert mask is not None and mask.dtype == torch.bool
+        assert mask.shape == (ranges[i][1],) and int(mask.sum()) == ROWS
+
+
+# --------------------------------------------------------------------------- registration
+
+
+def test_inert_without_dump_dir(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MMCLI_DUMP_DIR", raising=False)
+    before = list(sys.meta_path)
+    plugin.register()
+    assert sys.meta_path == before
+    assert plugin._settings is None
+
+
+def test_register_imports_neither_torch_nor_vllm(tmp_path: Path) -> None:
+    import subprocess
+
+    code = (
+        "import sys, os; os.environ['MMCLI_DUMP_DIR'] = sys.argv[1];"
+        "import mmcli.capture.vllm as p; p.register();"
+        "print(sorted(m for m in ('torch', 'vllm') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "[]"
+
+
+def test_bad_mode_leaves_plugin_inert(fake_vllm: Callable[..., Path]) -> None:
+    fake_vllm("v0_29", mode="sometimes")
+    assert plugin._settings is None
+
+
+# --------------------------------------------------------------------------- V1 runner
+
+
+@pytest.mark.parametrize("tree", ["v0_10", "v0_15", "v0_29"])
+def test_v1_healthy_always_dumps_with_masks(tree: str, fake_vllm: Callable[..., Path]) -> None:
+    dumps = fake_vllm(tree)
+    runner = _v1_runner(tree)
+    module = sys.modules["vllm.v1.worker.gpu_model_runner"]
+    assert getattr(module.sanity_check_mm_encoder_outputs, "__mmcli_wrapped__", False)
+    runner._execute_mm_encoder(_scheduled(r0=[0, 1]))
+    (path,) = _dumps(dumps)
+    assert "-execute-" in path.name and path.name.endswith("-always.safetensors")
+    _assert_masks(path, [(5, ROWS + 2), (15, ROWS if tree == "v0_10" else ROWS + 2)])
+    meta = load_dump(path).metadata
+    assert meta["engine"] == "vllm"
+    assert meta["phase"] == "execute"
+    assert meta["runner"] == "v1"
+    assert meta["hidden_size"] == str(HIDDEN)
+    assert meta["expected_num_items"] == "2"
+    assert meta["version_vllm"] == sys.modules["vllm"].__version__
+    assert _codes(path) == set()
+    # dump directory is private
+    assert stat.S_IMODE(os.stat(dumps).st_mode) == 0o700
+
+
+@pytest.mark.parametrize("tree", ["v0_10", "v0_15", "v0_29"])
+@pytest.mark.parametrize(
+    ("fault", "code"), [("batch-dim", "item-ndim"), ("one-short", "item-count")]
+)
+def test_v1_failure_reraises_engine_error_and_dumps(
+    tree: str, fault: str, code: str, fake_vllm: Callable[..., Path]
+) -> None:
+    dumps = fake_vllm(tree, mode=None)  # failure is the default
+    runner = _v1_runner(tree, fault)
+    with pytest.raises(AssertionError) as info:
+        runner._execute_mm_encoder(_scheduled(r0=[0, 1]))
+    # the engine's own error, unchanged: raised from the engine's check
+    assert info.value.__traceback__ is not None
+    frames = [f.co_name for f in _frames(info.value.__traceback__)]
+    assert frames[-1] == "sanity_check_mm_encoder_outputs"
+    assert "Expected" in str(info.value)
+    (path,) = _dumps(dumps)
+    assert path.name.endswith("-failure.safetensors")
+    meta = load_dump(path).metadata
+    assert meta["engine_error"].startswith("AssertionError: Expected")
+    assert code in _codes(path)
+
+
+def _frames(tb: Any) -> Iterator[Any]:
+    while tb is not None:
+        yield tb.tb_frame.f_code
+        tb = tb.tb_next
+
+
+def test_failure_mode_writes_nothing_when_healthy(fake_vllm: Callable[..., Path]) -> None:
+    dumps = fake_vllm("v0_29", mode="failure")
+    _v1_runner("v0_29")._execute_mm_encoder(_scheduled(r0=[0, 1]))
+    assert _dumps(dumps) == []
+
+
+def test_none_return_is_dumped_as_a_record(fake_vllm: Callable[..., Path]) -> None:
+    dumps = fake_vllm("v0_29", mode="failure")
+    with pytest.raises(AssertionError):
+        _v1_runner("v0_29", "none")._execute_mm_encoder(_scheduled(r0=[0, 1]))
+    (path,) = _dumps(dumps)
+    assert load_dump(path).metadata.get("encoder_return_type") == "NoneType"
+
+
+def test_check_mode_dumps_only_batches_with_findings(fake_vllm: Callable[..., Path]) -> None:
+    dumps = fake_vllm("v0_29", mode="check")
+    runner = _v1_runner("v0_29")
+    runner._execute_mm_encoder(_scheduled(r0=[0, 1]))
+    assert _dumps(dumps) == []
+    # A mask that claims one embedding too many: the engine's check passes, mmcli's does not.
+    from vllm.multimodal.inputs import PlaceholderRange
+
+    wide = torch.tensor([True] * (ROWS + 1) + [False])
+    runner.requests["r0"].mm_features[1].mm_position = PlaceholderRange(15, ROWS + 2, wide)
+    runner._execute_mm_encoder(_scheduled(r0=[0, 1]))
+    (path,) = _dumps(dumps)
+    assert path.name.endswith("-check.safetensors")
+    assert "mask-count" in _codes(path)
+
+
+def test_sequential_video_batches_keep_their_ranges(fake_vllm: Callable[..., Path]) -> None:
+    dumps = fake_vllm("v0_29")
+    runner = _v1_runner("v0_29")
+    runner.requests["r1"] = importlib.import_module(
+        "vllm.v1.worker.gpu_input_batch"
+    ).CachedRequestState("r1", mm_features=_features([3.0, 4.0], offset=100, modality="video"))
+    runner._execute_mm_encoder(_scheduled(r0=[0, 1], r1=[0, 1]))
+    paths = _dumps(dumps)
+    assert len(paths) == 2  # one image batch, one video batch (encoded item by item)
+    by_modality = {load_dump(p).metadata.get("modality"): p for p in paths}
+    assert set(by_modality) == {"image", "video"}
+    video = load_dump(by_modality["video"])
+    assert video.num_items == 2 and video.is_embed(1) is not None
+    assert _ranges(by_modality["video"]) == [[100, ROWS + 2], [110, ROWS + 2]]
+    assert _ranges(by_modality["image"]) == [[5, ROWS + 2], [15, ROWS + 2]]
+
+
+def test_profile_run_is_captured_without_masks(fake_vllm: Callable[..., Path]) -> None:
+    dumps = fake_vllm("v0_29")
+    module = importlib.import_module("vllm.v1.worker.cpu_model_runner")
+    runner = module.CPUModelRunner(FakeModel(), HIDDEN)
+    runner.warming_up_model()
+    (path,) = _dumps(dumps)
+    assert "-profile-" in path.name
+    dump = load_dump(path)
+    assert dump.metadata["phase"] == "profile"
+    assert dump.num_items == runner.dummy_items and dump.is_embed(0) is None
+
+
+def test_profile_failure_reraises(fake_vllm: Callable[..., Path]) -> None:
+    dumps = fake_vllm("v0_10", mode="failure")
+    module = importlib.import_module("vllm.v1.worker.gpu_model_runner")
+    with pytest.raises(AssertionError):
+        module.GPUModelRunner(FakeModel("one-short"), HIDDEN).profile_run()
+    (path,) = _dumps(dumps)
+    assert "-profile-" in path.name and "item-count" in _codes(path)
+
+
+# --------------------------------------------------------------------------- Model Runner V2
+
+
+def _v2_runner(tree: str, fault: str | None = None, where: str = "gpu") -> tuple[Any, Any]:
+    model = FakeModel(fault)
+    module = importlib.import_module(
+        f"vllm.v1.worker.{where}.mm.encoder_runner".replace("cpu.mm.", "cpu.")
+    )
+    if tree == "v0_15":
+        runner = module.EncoderRunner(64, HIDDEN, torch.float32, torch.device("cpu"))
+        runner.add_request("r0", _features([1.0, 2.0]))
+        return runner, model
+    cache_module = importlib.import_module(
+        f"vllm.v1.worker.{where}.mm.encoder_cache".replace("cpu.mm.", "cpu.")
+    )
+    cache = cache_module.EncoderCache()
+    cache.add_request("r0", _features([1.0, 2.0]))
+    runner = module.EncoderRunner(model, 64, HIDDEN, cache, torch.float32, torch.device("cpu"))
+    return runner, model
+
+
+def _v2_step(tree: str, runner: Any, model: Any, scheduled: dict[str, list[int]]) -> Any:
+    mm_hashes, mm_kwargs = runner.prepare_mm_inputs(scheduled)
+    if tree == "v0_15":
+        return runner.execute_mm_encoder(model, mm_hashes, mm_kwargs)
+    return runner.execute_mm_encoder(mm_kwargs)
+
+
+@pytest.mark.parametrize(
+    ("tree", "where"), [("v0_15", "gpu"), ("v0_29", "gpu"), ("v0_34", "gpu"), ("v0_34", "cpu")]
+)
+def test_v2_healthy_and_faulted(tree: str, where: str, fake_vllm: Callable[..., Path]) -> None:
+    dumps = fake_vllm(tree, mode="check")
+    runner, model = _v2_runner(tree, where=where)
+    _v2_step(tree, runner, model, {"r0": [0, 1]})
+    assert _dumps(dumps) == []
+    runner, model = _v2_runner(tree, "batch-dim", where=where)
+    with pytest.raises(AssertionError, match="2D"):
+        _v2_step(tree, runner, model, {"r0": [0, 1]})
+    (path,) = _dumps(dumps)
+    assert load_dump(path).metadata["runner"] == "v2"
+    assert "item-ndim" in _codes(path)
+    dump = load_dump(path)
+    assert dump.is_embed(0) is not None and int(dump.is_embed(0).sum()) == ROWS
+
+
+def test_v2_modality_sort_keeps_ranges_with_their_items(fake_vllm: Callable[..., Path]) -> None:
+    """0.34 sorts items by modality before batching: masks must follow the items."""
+    dumps = fake_vllm("v0_34")
+    runner, model = _v2_runner("v0_34")
+    video = _features([7.0], offset=200, modality="video")
+    runner.encoder_cache.add_request("r1", video)
+    runner.encoder_cache.add_request("r2", _features([9.0], offset=300))  # image after the video
+    _v2_step("v0_34", runner, model, {"r1": [0], "r2": [0]})
+    paths = _dumps(dumps)
+    ranges = {load_dump(p).metadata["modality"]: _ranges(p) for p in paths}
+    assert ranges == {"image": [[300, ROWS + 2]], "video": [[200, ROWS + 2]]}
+    image = next(p for p in paths if load_dump(p).metadata["modality"] == "image")
+    assert float(load_dump(image).embedding(0)[0, 0]) == 9.0  # the image's own rows
+
+
+def test_v2_profile_encoder_cache(fake_vllm: Callable[..., Path]) -> None:
+    dumps = fake_vllm("v0_29", mode="failure")
+    runner, _ = _v2_runner("v0_29", "one-short")
+    dummy = [("image", _image(0.0)), ("image", _image(0.0))]
+    with pytest.raises(AssertionError):
+        runner.profile_encoder_cache(dummy, None)
+    (path,) = _dumps(dumps)
+    assert load_dump(path).metadata["phase"] == "profile"
+    assert "item-count" in _codes(path)
+
+
+# --------------------------------------------------------------------------- limits and ranks
+
+
+def test_dump_max(fake_vllm: Callable[..., Path]) -> None:
+    dumps = fake_vllm("v0_29", MMCLI_DUMP_MAX="2")
+    runner = _v1_runner("v0_29")
+    for _ in range(4):
+        runner._execute_mm_encoder(_scheduled(r0=[0, 1]))
+    assert len(_dumps(dumps)) == 2
+
+
+def test_dump_ranks_skips_other_ranks(fake_vllm: Callable[..., Path]) -> None:
+    dumps = fake_vllm("v0_29", MMCLI_DUMP_RANKS="1")
+    parallel_state = ModuleType("vllm.distributed.parallel_state")
+    parallel_state.get_tensor_model_parallel_rank = lambda: 0  # type: ignore[attr-defined]
+    sys.modules["vllm.distributed.parallel_state"] = parallel_state
+    _v1_runner("v0_29")._execute_mm_encoder(_scheduled(r0=[0, 1]))
+    assert _dumps(dumps) == []
+    parallel_state.get_tensor_model_parallel_rank = lambda: 1  # type: ignore[attr-defined]
+    plugin._settings.capturers.clear()  # type: ignore[union-attr]
+    _v1_runner("v0_29")._execute_mm_encoder(_scheduled(r0=[0, 1]))
+    (path,) = _dumps(dumps)
+    assert "-r1-" in path.name
+
+
+# --------------------------------------------------------------------------- probing
+
+
+def test_modules_imported_before_register_are_patched(fake_vllm: Callable[..., Path]) -> None:
+    dumps = fake_vllm("v0_29", register=False)
+    module = importlib.import_module("vllm.v1.worker.gpu_model_runner")
+    assert not getattr(module.sanity_check_mm_encoder_outputs, "__mmcli_wrapped__", False)
+    plugin.register()
+    plugin.register()  # idempotent
+    assert getattr(module.sanity_check_mm_encoder_outputs, "__mmcli_wrapped__", False)
+    _v1_runner("v0_29")._execute_mm_encoder(_scheduled(r0=[0, 1]))
+    assert len(_dumps(dumps)) == 1
+
+
+def test_unknown_runner_shape_degrades_to_no_masks(fake_vllm: Callable[..., Path]) -> None:
+    """A release whose preparation step is not recognised still dumps, without masks."""
+    dumps = fake_vllm("v0_29")
+    module = importlib.import_module("vllm.v1.worker.gpu_model_runner")
+    runner = _v1_runner("v0_29")
+    original = module.GPUModelRunner._batch_mm_inputs_from_scheduler.__wrapped__
+    runner._batch_mm_inputs_from_scheduler = original.__get__(runner)  # bypass the hook
+    runner._execute_mm_encoder(_scheduled(r0=[0, 1]))
+    (path,) = _dumps(dumps)
+    assert load_dump(path).is_embed(0) is None
+
+
+def test_capture_error_never_replaces_the_engine_error(
+    fake_vllm: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_vllm("v0_29", mode="failure")
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("mmcli bug")
+
+    monkeypatch.setattr(plugin, "batch_context", broken)
+    with pytest.raises(AssertionError):
+        _v1_runner("v0_29", "one-short")._execute_mm_encoder(_scheduled(r0=[0, 1]))
