@@ -13,10 +13,11 @@ stays the exact figure.
 
 **Which bytes.** ``total_bytes`` in :data:`GPUS` is the total that CUDA reports
 (``torch.cuda.mem_get_info()[1]``, the figure in torch's "GPU 0 has a total capacity of …"
-messages and the one vLLM multiplies by the utilization), *not* the marketing size: NVIDIA
-sells in GB (10⁹ bytes) and the driver keeps some memory back, so an "80 GB" H100 reports about
-79.1 GiB (84.9 × 10⁹ bytes). The readings vary by about ±0.1 GiB with the driver, ECC and the
-board; pass ``--gpu`` a size (``--gpu 79.19GiB``) to use your own ``torch.cuda.mem_get_info()``.
+messages and the one vLLM multiplies by the utilization), *not* the marketing size. The "80 GB"
+of an H100 is in fact about 80 GiB of memory chips (nvidia-smi shows 81,559 MiB), and the driver
+keeps some back: CUDA reports about 79.1 GiB (84.9 × 10⁹ bytes) — more than 80 × 10⁹ bytes, less
+than 80 GiB. The readings vary by about ±0.1 GiB with the driver, ECC and the board; pass
+``--gpu`` a size (``--gpu 79.19GiB``) to use your own ``torch.cuda.mem_get_info()``.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ class GPU:
     """One GPU model: its name, what it is sold as, and the total memory CUDA reports."""
 
     name: str
-    #: What the vendor sells it as (decimal GB), for display.
+    #: What the vendor sells it as (its "GB" is about a GiB of memory chips), for display.
     marketed: str
     #: Total device memory in bytes as CUDA / torch report it (what vLLM multiplies).
     total_bytes: int
@@ -105,7 +106,8 @@ def weights_bytes(spec: str) -> int:
 
     A path may be a ``model.safetensors.index.json`` (its ``metadata.total_size``), one
     ``.safetensors`` file (the tensors its header declares; no tensor data is read), or a
-    folder holding either (the index if present, else every ``*.safetensors`` header).
+    folder holding either (the index if present, else every ``*.safetensors`` header). An index
+    counts every tensor's bytes, so both ways give the same figure for one checkpoint.
     """
     path = Path(spec)
     if path.is_dir():
@@ -147,11 +149,43 @@ def _index_total(path: Path) -> int:
     return total
 
 
-def _header_total(path: Path) -> int:
-    from mmcli.dump.safetensors import read_header
+#: A safetensors header longer than this is refused (the safetensors library's own cap).
+_MAX_HEADER_BYTES: Final = 100_000_000
 
-    header = read_header(path)
-    return sum(t.nbytes for t in header.tensors.values())
+
+def _header_total(path: Path) -> int:
+    """Bytes of the tensors a ``.safetensors`` header declares (its data offsets); no data read.
+
+    A safetensors file is an 8-byte little-endian header length, that many bytes of JSON
+    ``{name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {...}}``, then
+    the tensor bytes.
+    """
+    bad = f"--weights: {path} is not a readable safetensors file"
+    try:
+        with path.open("rb") as f:
+            prefix = f.read(8)
+            size = int.from_bytes(prefix, "little") if len(prefix) == 8 else 0
+            if not 0 < size <= _MAX_HEADER_BYTES:
+                raise InputError(f"{bad} (header length {size})")
+            header: Any = json.loads(f.read(size))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{bad}: {exc}") from None
+    if not isinstance(header, dict):
+        raise InputError(f"{bad} (the header is not a JSON object)")
+    total = 0
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        offsets = info.get("data_offsets") if isinstance(info, dict) else None
+        if (
+            not isinstance(offsets, list)
+            or len(offsets) != 2
+            or not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)
+            or not 0 <= offsets[0] <= offsets[1]
+        ):
+            raise InputError(f"{bad} (tensor {name!r} has no valid data_offsets)")
+        total += offsets[1] - offsets[0]
+    return total
 
 
 # --- the estimate -------------------------------------------------------------------------
@@ -183,7 +217,9 @@ class Estimate:
     @property
     def weights_per_gpu_bytes(self) -> int:
         """The weights ÷ (tp · pp), rounded up (an even split; embeddings are not replicated)."""
-        return math.ceil(self.weights_bytes / (self.tensor_parallel_size * self.pipeline_parallel_size))
+        return math.ceil(
+            self.weights_bytes / (self.tensor_parallel_size * self.pipeline_parallel_size)
+        )
 
     @property
     def kv_bytes(self) -> int:

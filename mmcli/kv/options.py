@@ -28,9 +28,19 @@ _UNITS = {
 _SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
 
 
+#: Bounds well past any real run; larger numbers are typos (and would overflow floats).
+MAX_MEMORY_BYTES = 2**60
+MAX_COUNT = 2**40
+
+
 def parse_size(text: str) -> int:
     """Bytes in ``20GiB``, ``80GB``, ``512MiB``, ``1.5GiB`` or a plain byte count."""
-    match = _SIZE.match(text)
+    if len(text) > 64:
+        raise InputError(
+            f"cannot read a {len(text):,}-character memory size",
+            hint="write a number with a unit, e.g. 20GiB",
+        )
+    match = _SIZE.match(text) if text.isascii() else None
     unit = match.group(2).lower() if match else ""
     if match is None or unit not in _UNITS:
         raise InputError(
@@ -48,6 +58,10 @@ def parse_size(text: str) -> int:
         raise InputError(
             f"memory size {text!r} is zero bytes", hint="give the KV-cache memory per GPU"
         )
+    if value > MAX_MEMORY_BYTES:
+        raise InputError(
+            f"memory size {text!r} is more than 1 EiB", hint="give the KV-cache memory per GPU"
+        )
     return value
 
 
@@ -64,6 +78,12 @@ _EXAMPLES = {
 
 
 def _positive(option: str, value: int) -> None:
+    if value > MAX_COUNT:
+        digits = len(str(value))
+        raise InputError(
+            f"{option} is a {digits}-digit number, more than any engine uses",
+            hint=_EXAMPLES[option],
+        )
     if value <= 0:
         raise InputError(
             f"{option} must be a positive integer, got {value}", hint=_EXAMPLES[option]
@@ -126,6 +146,11 @@ class PlanOptions:
         _positive("--tensor-parallel-size", self.tensor_parallel_size)
         if self.num_gpu_blocks_override is not None:
             _positive("--num-gpu-blocks-override", self.num_gpu_blocks_override)
+        if self.num_draft_layers > 1000:
+            raise InputError(
+                f"--num-draft-layers {self.num_draft_layers} is more than a drafter has",
+                hint="an EAGLE drafter adds 1 layer; EAGLE-3 heads up to a few",
+            )
         if self.num_draft_layers < 0:
             raise InputError(
                 f"--num-draft-layers must be 0 or more, got {self.num_draft_layers}",

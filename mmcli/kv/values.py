@@ -19,8 +19,22 @@ def shown(value: Any) -> str:
         return "null"
     if isinstance(value, bool):
         return f"bool {json.dumps(value)}"
+    if isinstance(value, int) and value > MAX_VALUE:
+        return f"a {len(str(value))}-digit int"
     text = json.dumps(value) if isinstance(value, str) else repr(value)
     return f"{type(value).__name__} {text}"
+
+
+#: Larger than any size or count of a real model: a larger one is a typo or an attack (and
+#: would overflow the float arithmetic of the plan).
+MAX_VALUE = 2**40
+
+
+def _too_large(value: int, where: str) -> InputError:
+    return InputError(
+        f"{where} is a {len(str(value))}-digit number, larger than any model has",
+        hint=f"sizes and counts in a config are at most {MAX_VALUE:,}",
+    )
 
 
 def positive_int(value: Any, where: str) -> int:
@@ -29,6 +43,8 @@ def positive_int(value: Any, where: str) -> int:
             f"{where} must be a positive integer, got {shown(value)}",
             hint="write a whole number greater than 0, without quotes",
         )
+    if value > MAX_VALUE:
+        raise _too_large(value, where)
     if value <= 0:
         raise InputError(
             f"{where} must be a positive integer, got {value}",
@@ -55,6 +71,8 @@ def optional_int(text: dict[str, Any], key: str, where: str, *, minimum: int = 1
             f"{where}: {key} must be an integer, got {shown(value)}",
             hint="write a whole number without quotes",
         )
+    if value > MAX_VALUE:
+        raise _too_large(value, f"{where}: {key}")
     if value < minimum:
         raise InputError(
             f"{where}: {key} must be at least {minimum}, got {value}",

@@ -166,7 +166,7 @@ def test_table_report_for_samples() -> None:
     assert "map valid: 0 errors, 0 warnings" in out
     result = plan(str(SAMPLES / "broken-map.json"))
     assert result.exit_code == 1
-    assert "map invalid: 6 errors, 1 warnings" in result.stdout
+    assert "map invalid: 6 errors, 1 warning" in result.stdout
     assert "aliasing check: skipped, the map has errors" in result.stdout
 
 
@@ -387,7 +387,7 @@ def test_toml_syntax_error(tmp_path: Path) -> None:
         (["--tensor-parallel-size", "3"], "8 KV heads cannot be split evenly across"),
         (["--tensor-parallel-size", "0"], "--tensor-parallel-size must be a positive integer"),
         (["--block-size", "0"], "--block-size must be a positive integer, got 0"),
-        (["--max-model-len", "-1"], "--max-model-len must be a positive integer, got -1"),
+        (["--max-model-len", "-5"], "--max-model-len must be a positive integer or auto, got '-5'"),
         (["--device", "tpu:0"], "unknown device 'tpu:0'"),
     ],
 )

@@ -40,26 +40,32 @@ def error(*layers: dict[str, Any], **defaults: Any) -> str:
 def test_every_kind_sample() -> None:
     config = load_config(SAMPLES / "every-kind.toml")
     specs = [layer.spec for layer in config.layers]
-    assert specs[:4] == [
+    assert specs[:3] == [
         FullAttentionSpec(16, 8, 128, "bfloat16"),
         SlidingWindowSpec(16, 8, 128, "bfloat16", 4096),
-        ChunkedLocalAttentionSpec(16, 8, 128, "bfloat16", 8192),
         FullAttentionSpec(16, 2, 512, "bfloat16"),  # per-layer geometry
     ]
-    mamba2, mamba1 = specs[4], specs[5]
+    mamba2, mamba1 = specs[3], specs[4]
     assert isinstance(mamba2, MambaSpec) and isinstance(mamba1, MambaSpec)
     assert (mamba2.kind, mamba2.dtype, mamba2.ssm_dtype) == ("mamba2", "bfloat16", "float32")
     assert mamba2.state_bytes == 10240 * 3 * 2 + 128 * 64 * 128 * 4
     assert (mamba1.kind, mamba1.ssm_dtype, mamba1.state_bytes) == ("mamba1", "bfloat16", 311_296)
-    assert specs[6] is None
+    assert specs[5] is None
     assert [layer.attention for layer in config.layers] == [
         "full",
         "sliding",
-        "chunked",
         "full",
         "mamba",
         "mamba",
         "none",
+    ]
+
+
+def test_chunked_local_sample() -> None:
+    config = load_config(SAMPLES / "chunked-local.toml")
+    specs = [layer.spec for layer in config.layers]
+    assert specs == [ChunkedLocalAttentionSpec(16, 8, 128, "bfloat16", 8192)] * 3 + [
+        FullAttentionSpec(16, 8, 128, "bfloat16")
     ]
 
 

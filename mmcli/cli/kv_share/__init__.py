@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from mmcli.cli._boundary import guarded
-from mmcli.cli._output import OutputFormat, emit_json, stderr
+from mmcli.cli._output import OutputFormat, emit_json, stderr, stdout
+from mmcli.cli.kv_share.explain import register_explain
 from mmcli.cli.options import FormatOpt
-from mmcli.errors import EXIT_FINDINGS, EXIT_OK
+from mmcli.errors import EXIT_FINDINGS, EXIT_OK, InputError
 
 app = typer.Typer(
     help="Cross-layer KV-cache sharing: validate maps and plan KV memory.",
@@ -58,19 +60,22 @@ def plan(
         typer.Option("--block-size", help="Tokens per KV block (default: the config's, else 16)."),
     ] = None,
     max_model_len: Annotated[
-        int | None,
+        str | None,
         typer.Option(
             "--max-model-len",
-            help="Sequence length to plan for (default: max_position_embeddings).",
+            help="Sequence length to plan for (default: max_position_embeddings); auto (or -1): "
+            "the largest that fits the KV memory, found as vLLM finds it.",
         ),
     ] = None,
     max_num_batched_tokens: Annotated[
-        int,
+        int | None,
         typer.Option(
             "--max-num-batched-tokens",
-            help="The engine's prefill chunk; sliding layers reserve blocks for it.",
+            help="The engine's prefill chunk; sliding layers reserve blocks for it (default: "
+            "8192, or vllm serve's default for --gpu).",
+            show_default=False,
         ),
-    ] = 8192,
+    ] = None,
     memory: Annotated[
         str | None,
         typer.Option(
@@ -78,6 +83,47 @@ def plan(
             help="KV-cache memory per GPU: 20GiB, 80GB, 512MiB or bytes. Adds blocks, "
             "tokens and concurrency.",
         ),
+    ] = None,
+    gpu: Annotated[
+        str | None,
+        typer.Option(
+            "--gpu",
+            help="Estimate the KV memory from a GPU (H100, H200, A100-80GB, L40S, RTX4090, … or "
+            "a size such as 79GiB) instead of --memory.",
+        ),
+    ] = None,
+    weights: Annotated[
+        str | None,
+        typer.Option(
+            "--weights",
+            help="With --gpu: the model's weights, a size (16GiB) or a model.safetensors."
+            "index.json / .safetensors file (header only).",
+        ),
+    ] = None,
+    gpu_memory_utilization: Annotated[
+        float,
+        typer.Option(
+            "--gpu-memory-utilization", help="With --gpu: the share of GPU memory vLLM uses."
+        ),
+    ] = 0.9,
+    reserve: Annotated[
+        str | None,
+        typer.Option(
+            "--reserve",
+            help="With --gpu: activation and CUDA-graph memory held back (default 2GiB).",
+        ),
+    ] = None,
+    sweep: Annotated[
+        str | None,
+        typer.Option(
+            "--sweep",
+            help="Plan over a range: max-model-len=4K..128K or memory=8GiB..80GiB "
+            "(:N points, or :x2 geometric); a table and a chart of concurrency and KV tokens.",
+        ),
+    ] = None,
+    plot: Annotated[
+        Path | None,
+        typer.Option("--plot", help="With --sweep: also draw it as FILE.png or FILE.svg."),
     ] = None,
     tensor_parallel_size: Annotated[
         int,
@@ -178,17 +224,43 @@ def plan(
 
     Exit 0 when the map is valid, 1 when it has errors, 2 for bad input.
     """
+    from mmcli.cli.kv_share.budget import estimate, estimate_panel, parse_max_model_len
     from mmcli.kv.aliasing import check_aliasing
     from mmcli.kv.config import load_config
     from mmcli.kv.map_file import apply_map, load_map, write_map
     from mmcli.kv.options import PlanOptions
     from mmcli.kv.plan import plan_kv_cache
 
+    length = parse_max_model_len(max_model_len)
+    if plot is not None and sweep is None:
+        raise InputError("--plot needs --sweep", hint="e.g. --sweep max-model-len=4K..128K")
+    est = None
+    if gpu is not None:
+        if memory is not None:
+            raise InputError(
+                "give --memory (the exact KV memory) or --gpu (an estimate), not both",
+                hint="--memory is what vLLM logs as 'Available KV cache memory'",
+            )
+        est = estimate(gpu, weights, gpu_memory_utilization, reserve, tensor_parallel_size)
+    elif weights is not None or reserve is not None:
+        raise InputError(
+            "--weights and --reserve need --gpu", hint="e.g. --gpu H100 --weights 16GiB"
+        )
+    if max_num_batched_tokens is None:
+        from mmcli.kv.gpus import default_max_num_batched_tokens, resolve_gpu
+        from mmcli.kv.options import DEFAULT_MAX_NUM_BATCHED_TOKENS
+
+        max_num_batched_tokens = (
+            default_max_num_batched_tokens(resolve_gpu(gpu))
+            if gpu is not None
+            else DEFAULT_MAX_NUM_BATCHED_TOKENS
+        )
     options = PlanOptions(
         block_size=block_size,
         kv_dtype=kv_dtype,
-        max_model_len=max_model_len,
+        max_model_len=length if isinstance(length, int) else None,
         memory=memory,
+        memory_bytes=est.memory_bytes() if est is not None else None,
         tensor_parallel_size=tensor_parallel_size,
         max_num_batched_tokens=max_num_batched_tokens,
         vllm_version=vllm_version,
@@ -212,6 +284,14 @@ def plan(
 
     model = load_config(config)
     map_findings = apply_map(model, load_map(map_path)) if map_path is not None else []
+    if length == "auto":
+        from mmcli.kv.fit import fit_max_model_len
+
+        fit = fit_max_model_len(model, options)
+        stderr().print(fit.message())
+        options = replace(options, max_model_len=fit.fitted)
+    if sweep is not None:
+        _sweep(model, options, sweep, plot, output_format, est)
     result = plan_kv_cache(model, options, extra_findings=map_findings)
     aliasing = None if result.has_map_errors else check_aliasing(result, target_device)
     if emit_map is not None:
@@ -222,15 +302,56 @@ def plan(
         exit_code = EXIT_FINDINGS
     if output_format is OutputFormat.json:
         verified = aliasing.verified if aliasing is not None else None
-        emit_json(result.to_json(aliasing_verified=verified, exit_code=exit_code))
+        doc = result.to_json(aliasing_verified=verified, exit_code=exit_code)
+        if est is not None:
+            doc["memory_estimate"] = est.to_json()
+        emit_json(doc)
     else:
         from mmcli.cli.kv_share.render import render_plan
 
+        if est is not None:
+            stdout().print(estimate_panel(est))
         render_plan(result, aliasing, all_layers=all_layers)
     raise typer.Exit(exit_code)
+
+
+def _sweep(
+    model: Any,
+    options: Any,
+    text: str,
+    plot: Path | None,
+    output_format: OutputFormat,
+    est: Any,
+) -> None:
+    """``--sweep``: plan over a range, print its table and chart (or JSON), exit."""
+    from mmcli.kv.sweep import parse_sweep, run_sweep
+
+    swept = run_sweep(model, options, parse_sweep(text))
+    if plot is not None:
+        from mmcli.cli.kv_share.chart import write_plot
+
+        written = write_plot(swept, plot)
+        stderr().print(f"wrote {_escape(str(written))}")
+    if output_format is OutputFormat.json:
+        doc = {"sweep": swept.to_json(), "exit_code": EXIT_OK}
+        if est is not None:
+            doc["memory_estimate"] = est.to_json()
+        emit_json(doc)
+    else:
+        from mmcli.cli.kv_share.chart import render_sweep
+
+        if est is not None:
+            from mmcli.cli.kv_share.budget import estimate_panel
+
+            stdout().print(estimate_panel(est))
+        render_sweep(swept)
+    raise typer.Exit(EXIT_OK)
 
 
 def _escape(text: str) -> str:
     from rich.markup import escape
 
     return escape(text)
+
+
+register_explain(app)  # `kv-share explain` lives in its own module

@@ -17,7 +17,7 @@ from mmcli.kv.releases import describe
 from mmcli.kv.result import KVPlan, SidePlan
 from mmcli.kv.spec import KVCacheSpec, Layer
 from mmcli.kv.state import MambaSpec
-from mmcli.text import human_bytes, index_ranges
+from mmcli.text import human_bytes, index_ranges, plural
 
 #: Beyond this many rows the folded table is cut (the JSON output has every layer).
 MAX_ROWS = 200
@@ -131,7 +131,10 @@ def _layer_table(plan: KVPlan, all_layers: bool) -> Table:
 
 
 def _group_table(plan: KVPlan) -> Table:
-    table = Table(title="KV-cache groups (after sharing)", title_justify="left")
+    title = "KV-cache groups (after sharing)"
+    if plan.engine_side == "without_sharing":
+        title = "KV-cache groups with the what-if sharing (the engine does not share)"
+    table = Table(title=title, title_justify="left")
     for column in ("group", "attention", "heads×dim", "dtype", "layers", "layer indices"):
         table.add_column(
             column,
@@ -287,4 +290,4 @@ def render_plan(plan: KVPlan, aliasing: AliasingReport | None, *, all_layers: bo
     status = "[bold red]map invalid[/]" if map_errors else "[green]map valid[/]"
     if errors > map_errors:
         status += ", [bold red]the engine would not start[/]"
-    console.print(f"{status}: {errors} errors, {warnings} warnings")
+    console.print(f"{status}: {plural(errors, 'error')}, {plural(warnings, 'warning')}")

@@ -1,0 +1,156 @@
+"""A swept plan as a picture: a Rich table and bar chart in the terminal, a PNG/SVG on request.
+
+The terminal chart needs nothing beyond Rich. The image needs matplotlib, an optional extra
+(``pip install 'mmcli[plot]'``), imported only when ``--plot`` is given.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from mmcli.cli._output import stdout
+from mmcli.errors import InputError
+from mmcli.kv.sweep import Sweep
+
+_EIGHTHS = " ▏▎▍▌▋▊▉█"
+_WITH, _WITHOUT = "█", "▒"
+GIB = 2**30
+
+
+def value_label(sweep: Sweep, value: int) -> str:
+    """A swept value as a person reads it: ``32,768`` tokens or ``20.0 GiB``."""
+    if sweep.parameter == "memory":
+        return f"{value / GIB:.1f} GiB"
+    return f"{value:,}"
+
+
+def _bar(value: float, top: float, width: int, *, fine: bool) -> str:
+    if top <= 0 or value <= 0:
+        return ""
+    cells = value / top * width
+    if not fine:
+        return _WITHOUT * max(1, round(cells))
+    whole = int(cells)
+    part = _EIGHTHS[round((cells - whole) * 8)] if whole < width else ""
+    return (_WITH * whole + part.strip()) or _EIGHTHS[1]
+
+
+def sweep_table(sweep: Sweep) -> Table:
+    """Value, max concurrency and KV tokens at each point (both sides when sharing matters)."""
+    name = "max_model_len" if sweep.parameter == "max-model-len" else "KV memory"
+    table = Table(title=f"{sweep.model}: capacity by {name}", title_justify="left")
+    table.add_column(name, justify="right")
+    sides = ["with_sharing", "without_sharing"] if sweep.shares else [sweep.engine_side]
+    suffix = {"with_sharing": "\nshared", "without_sharing": "\nnot shared"}
+    for figure in ("concurrency", "KV tokens"):
+        for side in sides:
+            table.add_column(figure + (suffix[side] if sweep.shares else ""), justify="right")
+    for point in sweep.points:
+        cells = [value_label(sweep, point.value)]
+        got = [getattr(point, side) for side in sides]
+        for side_point in got:
+            conc = side_point.max_concurrency if side_point else None
+            refuse = side_point is not None and not side_point.fits
+            cells.append("–" if conc is None else f"{conc:,.2f}×" + (" ✗" if refuse else ""))
+        for side_point in got:
+            tokens = side_point.kv_tokens if side_point else None
+            cells.append("–" if tokens is None else f"{tokens:,}")
+        table.add_row(*cells)
+    return table
+
+
+def sweep_chart(sweep: Sweep, width: int = 80) -> Text:
+    """Max concurrency at each point as horizontal bars (█ with sharing, ▒ without)."""
+    sides = ["with_sharing", "without_sharing"] if sweep.shares else [sweep.engine_side]
+    values = [
+        v
+        for side in sides
+        for v in sweep.series(side, "max_concurrency")
+        if isinstance(v, int | float)
+    ]
+    top = max(values, default=0.0)
+    labels = [value_label(sweep, p.value) for p in sweep.points]
+    pad = max(len(label) for label in labels)
+    room = max(10, width - pad - 14)
+    text = Text()
+    legend = "█ with sharing, ▒ without" if sweep.shares else "█"
+    text.append(f"max concurrency ({legend}; ✗: the engine refuses to start)\n", style="bold")
+    for label, point in zip(labels, sweep.points, strict=True):
+        for i, side in enumerate(sides):
+            got = getattr(point, side)
+            conc = got.max_concurrency if got is not None else None
+            text.append((label if i == 0 else "").rjust(pad) + " │")
+            if conc is None:
+                text.append(" –\n", style="dim")
+                continue
+            fine = side == sides[0]
+            text.append(_bar(conc, top, room, fine=fine), style="green" if fine else "cyan")
+            mark = "" if got is None or got.fits else " ✗"
+            text.append(f" {conc:,.2f}×{mark}\n", style="red" if mark else "")
+    text.rstrip()
+    return text
+
+
+def render_sweep(sweep: Sweep, console: Console | None = None) -> None:
+    """Print the table and the chart (on stdout unless another console is given)."""
+    console = console or stdout()
+    width = min(console.width, 100)
+    console.print(Group(sweep_table(sweep), Text(""), sweep_chart(sweep, width)))
+
+
+def write_plot(sweep: Sweep, path: Path) -> Path:
+    """Draw max concurrency and KV tokens against the swept value into a PNG or SVG file."""
+    fmt = path.suffix.lower().lstrip(".")
+    if fmt not in ("png", "svg"):
+        raise InputError(
+            f"--plot: {path} is neither .png nor .svg", hint="name the image FILE.png or FILE.svg"
+        )
+    try:
+        from matplotlib.figure import Figure
+        from matplotlib.ticker import FuncFormatter
+    except ImportError:
+        raise InputError(
+            "--plot needs matplotlib, which is not installed",
+            hint="pip install 'mmcli[plot]' (or pip install matplotlib)",
+        ) from None
+    memory = sweep.parameter == "memory"
+    xs = [p.value / GIB if memory else p.value for p in sweep.points]
+    fig = Figure(figsize=(8, 6), dpi=100, layout="constrained")
+    ax_conc, ax_tokens = fig.subplots(2, 1, sharex=True)
+    sides = ["with_sharing", "without_sharing"] if sweep.shares else [sweep.engine_side]
+    style: dict[str, dict[str, Any]] = {
+        "with_sharing": {"label": "with sharing", "linestyle": "-", "marker": "o"},
+        "without_sharing": {"label": "without sharing", "linestyle": "--", "marker": "s"},
+    }
+    for side in sides:
+        kwargs = style[side] if sweep.shares else {"marker": "o"}
+        conc = [_nan(v) for v in sweep.series(side, "max_concurrency")]
+        tokens = [_nan(v) for v in sweep.series(side, "kv_tokens")]
+        ax_conc.plot(xs, conc, **kwargs)
+        ax_tokens.plot(xs, tokens, **kwargs)
+    ax_conc.axhline(1.0, color="red", linewidth=0.8, linestyle=":")
+    ax_conc.set_ylabel("max concurrency (×)")
+    ax_tokens.set_ylabel("KV cache (tokens)")
+    ax_tokens.set_xlabel("KV memory per GPU (GiB)" if memory else "max_model_len (tokens)")
+    if len(xs) > 1 and min(xs) > 0 and max(xs) / min(xs) >= 8:
+        ax_tokens.set_xscale("log", base=2)
+        ax_tokens.set_xticks(xs)
+    ax_tokens.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.4g}"))
+    ax_tokens.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    for ax in (ax_conc, ax_tokens):
+        ax.grid(True, alpha=0.3)
+        if sweep.shares:
+            ax.legend()
+    fig.suptitle(f"{sweep.model}: capacity by {'KV memory' if memory else 'max_model_len'}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format=fmt)
+    return path
+
+
+def _nan(value: float | None) -> float:
+    return float("nan") if value is None else float(value)

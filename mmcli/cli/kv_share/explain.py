@@ -1,0 +1,113 @@
+"""``mmcli kv-share explain``: a vLLM start-up log side by side with mmcli's plan of that run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from mmcli.cli._boundary import guarded
+from mmcli.cli._output import OutputFormat, emit_json, stdout
+from mmcli.cli.options import FormatOpt
+from mmcli.errors import EXIT_FINDINGS, EXIT_OK
+
+if TYPE_CHECKING:
+    from mmcli.kv.explain import Explanation
+
+EXAMPLE = (
+    "Example: mmcli kv-share explain samples/vllm/startup.log "
+    "--config samples/kv/qwen3-14b-like.json"
+)
+_STATUS = {"match": "[green]match[/]", "differs": "[bold red]differs[/]", "not in log": "[dim]–[/]"}
+
+
+def register_explain(app: typer.Typer) -> None:
+    """Add ``explain`` to the ``kv-share`` group (this module does not import the group)."""
+    app.command("explain", epilog=EXAMPLE, no_args_is_help=True)(explain)
+
+
+@guarded
+def explain(
+    log_path: Annotated[
+        Path,
+        typer.Argument(
+            metavar="LOG",
+            help="A vLLM start-up log (vllm serve or LLM(...)), up to 'GPU KV cache size'.",
+            show_default=False,
+        ),
+    ],
+    config: Annotated[
+        Path,
+        typer.Option(
+            "--config",
+            help="The model's config: a Hugging Face config.json or an mmcli layer config.",
+            show_default=False,
+        ),
+    ],
+    vllm_version: Annotated[
+        str | None,
+        typer.Option(
+            "--vllm-version",
+            help="Plan with this release's rules instead of the one the log names.",
+        ),
+    ] = None,
+    max_mib: Annotated[
+        int,
+        typer.Option("--max-mib", help="Read at most this many MiB of the log (its head)."),
+    ] = 16,
+    output_format: FormatOpt = OutputFormat.table,
+) -> None:
+    """Explain a vLLM start-up log: plan the same run and compare every KV figure.
+
+    Exit 0 when every figure the log printed is reproduced, 1 when one differs (each
+    difference is explained), 2 for bad input.
+    """
+    from mmcli.kv.config import load_config
+    from mmcli.kv.explain import explain_log
+    from mmcli.kv.vllm_log import read_vllm_log
+
+    log = read_vllm_log(log_path, max_bytes=max_mib * 2**20)
+    result = explain_log(load_config(config), log, vllm_version=vllm_version)
+    exit_code = EXIT_OK if result.matches else EXIT_FINDINGS
+    if output_format is OutputFormat.json:
+        emit_json(result.to_json(exit_code=exit_code))
+    else:
+        render_explanation(result)
+    raise typer.Exit(exit_code)
+
+
+def render_explanation(result: Explanation) -> None:
+    """The log's figures and the plan's, side by side, then the notes."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    log = result.log
+    console = stdout()
+    release = log.release or "not in the log"
+    console.print(f"log: vLLM {escape(release)} · model {escape(log.model or 'not in the log')}")
+    console.print(f"plan: {escape(result.model)} · {escape(result.rules)}")
+    table = Table(title="log vs plan", title_justify="left")
+    table.add_column("figure")
+    table.add_column("log", justify="right")
+    table.add_column("plan", justify="right")
+    table.add_column("")
+    for row in result.comparisons:
+        table.add_row(
+            escape(row.figure), escape(row.logged or "–"), escape(row.planned), _STATUS[row.status]
+        )
+    console.print(table)
+    if result.options.memory_bytes is not None:
+        console.print(
+            f"planned per GPU at {result.options.memory_bytes / 2**30:.3f} GiB "
+            f"(max_model_len {result.options.max_model_len or 0:,}, "
+            f"tp {result.options.tensor_parallel_size}, kv {result.options.kv_dtype})"
+        )
+    if result.matching_releases:
+        console.print(
+            "releases whose rules reproduce the log: " + ", ".join(result.matching_releases)
+        )
+    for note in result.notes:
+        console.print(f"• {escape(note)}")
+    verdict = "the plan reproduces the log" if result.matches else "the plan differs from the log"
+    console.print(f"[bold]{verdict}[/]")

@@ -1,0 +1,69 @@
+"""``kv-share plan`` from what a vLLM user knows: --gpu/--weights, --max-model-len auto, --sweep."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from typer.testing import CliRunner
+
+from mmcli.cli.main import app
+
+ROOT = Path(__file__).resolve().parents[2]
+QWEN = str(ROOT / "samples" / "kv" / "qwen3-14b-like.json")
+GEMMA = str(ROOT / "samples" / "kv" / "gemma3n-e2b-like.json")
+GiB = 2**30
+
+
+def run(*args: str, code: int = 0) -> Any:
+    result = CliRunner().invoke(app, ["kv-share", "plan", *args], catch_exceptions=False)
+    assert result.exit_code == code, result.stdout + result.stderr
+    return result
+
+
+def test_gpu_estimate_terms_and_the_plan_use_them() -> None:
+    doc = json.loads(run(QWEN, "--gpu", "H100", "--weights", "28GiB", "--format", "json").stdout)
+    est = doc["memory_estimate"]
+    # 79.11 GiB as CUDA reports an H100 × 0.9 − 28 GiB of weights − the 2 GiB reserve.
+    usable = int(est["gpu_total_bytes"] * 0.9)
+    assert est["usable_bytes"] == usable
+    assert est["kv_cache_bytes"] == usable - 28 * GiB - 2 * GiB
+    side = doc["engine_side"]
+    assert doc["memory"]["num_blocks"][side] == est["kv_cache_bytes"] // (40 * 65536)
+
+
+def test_gpu_and_memory_together_are_refused() -> None:
+    result = run(QWEN, "--gpu", "H100", "--memory", "20GiB", code=2)
+    assert "not both" in result.stderr
+
+
+def test_weights_without_gpu_is_refused() -> None:
+    assert "need --gpu" in run(QWEN, "--weights", "1GiB", code=2).stderr
+
+
+def test_auto_max_model_len_reduces_to_what_fits() -> None:
+    result = run(QWEN, "--memory", "1GiB", "--max-model-len", "auto", "--format", "json")
+    doc = json.loads(result.stdout)
+    # 1 GiB holds 409 blocks of 40 × 64 KiB; less the null block, 408 of 16 tokens: 6,528.
+    assert doc["max_model_len"] == (GiB // (40 * 65536) - 1) * 16
+    assert "Auto-fit max_model_len: reduced from 40,960 to 6,528" in result.stderr
+
+
+def test_max_model_len_rejects_words_and_huge_numbers() -> None:
+    for bad in ("big", "0", "1" * 400, "²"):
+        assert "--max-model-len" in run(QWEN, "--max-model-len", bad, code=2).stderr
+
+
+def test_sweep_json_series_and_plot(tmp_path: Path) -> None:
+    plot = tmp_path / "sweep.svg"
+    args = [GEMMA, "--memory", "20GiB", "--sweep", "max-model-len=4K..16K", "--plot", str(plot)]
+    doc = json.loads(run(*args, "--format", "json").stdout)
+    assert doc["sweep"]["values"] == [4096, 8192, 16384]
+    conc = doc["sweep"]["series"]["with_sharing"]["max_concurrency"]
+    assert conc[0] > conc[1] > conc[2]
+    assert plot.stat().st_size > 1000
+
+
+def test_plot_needs_sweep(tmp_path: Path) -> None:
+    assert "--plot needs --sweep" in run(GEMMA, "--plot", str(tmp_path / "x.png"), code=2).stderr

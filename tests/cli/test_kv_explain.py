@@ -1,0 +1,71 @@
+"""`mmcli kv-share explain` end to end: the table, the JSON document, exit codes, bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from typer.testing import CliRunner
+
+from mmcli.cli.main import app
+
+ROOT = Path(__file__).resolve().parents[2]
+LOG = ROOT / "samples" / "vllm" / "startup.log"  # LMCache/LMCache#1739, Qwen3-14B
+CONFIG = ROOT / "samples" / "kv" / "qwen3-14b-like.json"
+runner = CliRunner()
+
+
+def explain(*args: str) -> Any:
+    return runner.invoke(app, ["kv-share", "explain", *args], catch_exceptions=False)
+
+
+def test_table_reproduces_the_sample_log() -> None:
+    result = explain(str(LOG), "--config", str(CONFIG))
+    assert result.exit_code == 0, result.stderr
+    out = result.stdout
+    assert "GPU KV cache size (tokens)" in out and "42,656" in out
+    assert "1.30×" in out
+    assert "the plan reproduces the log" in out
+    assert result.stderr == ""
+
+
+def test_json_document() -> None:
+    result = explain(
+        str(LOG), "--config", str(CONFIG), "--format", "json", "--vllm-version", "0.10"
+    )
+    assert result.exit_code == 0
+    doc = json.loads(result.stdout)
+    assert doc["matches"] is True and doc["exit_code"] == 0
+    assert doc["vllm_rules"] == "vLLM 0.10 rules" and doc["release_source"] == "option"
+    assert doc["log"]["kv_cache_tokens"] == 42656
+    assert doc["log"]["available_kv_cache_gib"] == [
+        {"process": "EngineCore_DP0 pid=1133552", "gib": 6.51}
+    ]
+    figures = {c["figure"]: c for c in doc["comparisons"]}
+    assert figures["GPU KV cache size (tokens)"]["planned"] == "42,624 – 42,688"
+    assert figures["Maximum concurrency"]["status"] == "match"
+
+
+def test_a_difference_exits_1_and_is_explained(tmp_path: Path) -> None:
+    log = tmp_path / "vllm.log"
+    text = LOG.read_text(encoding="utf-8").replace("42,656 tokens", "40,000 tokens")
+    log.write_text(text, encoding="utf-8")
+    result = explain(str(log), "--config", str(CONFIG))
+    assert result.exit_code == 1
+    assert "differs" in result.stdout
+    assert "corresponds to about 6.11 GiB" in result.stdout  # 6.51 × 40,000 / 42,624
+    assert "the plan differs from the log" in result.stdout
+
+
+def test_bad_inputs_exit_2(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.log"
+    empty.write_text("INFO nothing to see\n", encoding="utf-8")
+    result = explain(str(empty), "--config", str(CONFIG))
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr.startswith("error: ") and "holds no KV-cache report" in result.stderr
+    missing = explain(str(tmp_path / "none.log"), "--config", str(CONFIG))
+    assert missing.exit_code == 2 and "cannot read" in missing.stderr
+    result = explain(str(LOG), "--config", str(CONFIG), "--vllm-version", "x.y")
+    assert result.exit_code == 2 and "cannot read 'x.y' as a vLLM release" in result.stderr

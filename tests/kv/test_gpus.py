@@ -1,0 +1,167 @@
+"""The GPU table, the weights readers and the KV-budget estimate, checked by hand arithmetic."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mmcli.errors import InputError
+from mmcli.kv.gpus import (
+    DEFAULT_RESERVE_BYTES,
+    GPUS,
+    default_max_num_batched_tokens,
+    estimate_kv_budget,
+    resolve_gpu,
+    weights_bytes,
+)
+
+GIB = 2**30
+
+
+def test_h100_estimate_terms_by_hand() -> None:
+    # H100: torch reports 79.11 GiB = 79.11 × 1,073,741,824 = 84,943,715,696.64 → 84,943,715,697 B.
+    h100 = resolve_gpu("H100")
+    assert h100.total_bytes == 84_943_715_697
+    est = estimate_kv_budget(h100, 0.9, 16 * GIB, tp=2, pp=1, reserve=2 * GIB)
+    # × 0.9 = 76,449,344,127.3 → 76,449,344,127
+    assert est.usable_bytes == 76_449_344_127
+    # 16 GiB ÷ (2 × 1) = 8 GiB = 8,589,934,592
+    assert est.weights_per_gpu_bytes == 8_589_934_592
+    # 76,449,344,127 − 8,589,934,592 − 2,147,483,648 = 65,711,925,887
+    assert est.kv_bytes == 65_711_925_887
+    assert est.memory_bytes() == 65_711_925_887
+    assert [value for _, value in est.terms()] == [
+        84_943_715_697,
+        76_449_344_127,
+        -8_589_934_592,
+        -2_147_483_648,
+        65_711_925_887,
+    ]
+    assert est.formula() == ("79.11 GiB × 0.9 − 16.00 GiB ÷ 2 − 2.00 GiB = 61.20 GiB (estimate)")
+    doc = est.to_json()
+    assert doc["estimate"] is True and doc["kv_cache_bytes"] == 65_711_925_887
+
+
+def test_pipeline_parallel_divides_weights_and_rounds_up() -> None:
+    # 10 bytes of weights over tp 2 × pp 2 = 4 ranks: ceil(10 / 4) = 3 bytes per GPU.
+    est = estimate_kv_budget(1000, 1.0, 10, tp=2, pp=2, reserve=0)
+    assert est.weights_per_gpu_bytes == 3
+    assert est.kv_bytes == 1000 - 3
+
+
+def test_plain_size_and_default_reserve() -> None:
+    est = estimate_kv_budget(80 * GIB, 0.5, 20 * GIB)
+    # 80 GiB × 0.5 = 40 GiB; − 20 GiB − 2 GiB (default reserve) = 18 GiB
+    assert est.reserve_bytes == DEFAULT_RESERVE_BYTES == 2 * GIB
+    assert est.kv_bytes == 18 * GIB
+
+
+def test_estimate_that_leaves_nothing_is_refused_with_its_terms() -> None:
+    est = estimate_kv_budget(resolve_gpu("L4"), 0.9, 24 * GIB)
+    assert est.kv_bytes < 0
+    with pytest.raises(InputError, match=r"leaves no memory.*22\.03 GiB × 0\.9 − 24\.00 GiB"):
+        est.memory_bytes()
+
+
+@pytest.mark.parametrize(
+    ("utilization", "tp"), [(0.0, 1), (1.5, 1), (0.9, 0)], ids=["zero", "above-1", "tp-0"]
+)
+def test_bad_estimate_inputs(utilization: float, tp: int) -> None:
+    with pytest.raises(InputError):
+        estimate_kv_budget(80 * GIB, utilization, GIB, tp=tp)
+
+
+@pytest.mark.parametrize(
+    ("text", "name"),
+    [
+        ("H100", "H100"),
+        ("h100 nvl", "H100-NVL"),
+        ("H200", "H200"),
+        ("a100-80gb", "A100-80GB"),
+        ("A100-40GB", "A100-40GB"),
+        ("L40S", "L40S"),
+        ("L4", "L4"),
+        ("A10G", "A10G"),
+        ("RTX 4090", "RTX4090"),
+        ("rtx5090", "RTX5090"),
+        ("B200", "B200"),
+    ],
+)
+def test_gpu_names(text: str, name: str) -> None:
+    assert resolve_gpu(text).name == name
+
+
+def test_table_is_below_marketing_size() -> None:
+    # Each reading is what CUDA reports: a little less than the marketed size read as GiB (the
+    # driver keeps some back), and within 10 % of it.
+    for gpu in GPUS:
+        marketed = float(gpu.marketed.split()[0]) * GIB
+        assert 0.9 * marketed < gpu.total_bytes < marketed, gpu.name
+
+
+def test_gpu_as_size_and_unknown_name() -> None:
+    assert resolve_gpu("79.19GiB").total_bytes == 85_029_615_042  # ⌊79.19 × 2³⁰⌋
+    assert resolve_gpu("80GB").total_bytes == 80 * 10**9
+    with pytest.raises(InputError, match="unknown GPU 'V100'"):
+        resolve_gpu("V100")
+
+
+def test_default_max_num_batched_tokens() -> None:
+    # vllm serve: 2048 under 70 GiB and on any A100; 8192 on larger. LLM class: 8192 / 16384.
+    assert default_max_num_batched_tokens(resolve_gpu("L40S")) == 2048
+    assert default_max_num_batched_tokens(resolve_gpu("A100-80GB")) == 2048
+    assert default_max_num_batched_tokens(resolve_gpu("H100")) == 8192
+    assert default_max_num_batched_tokens(resolve_gpu("H100"), entry="llm") == 16384
+    assert default_max_num_batched_tokens(resolve_gpu("RTX4090"), entry="llm") == 8192
+    assert default_max_num_batched_tokens(70 * GIB) == 8192
+    assert default_max_num_batched_tokens(70 * GIB - 1) == 2048
+
+
+def test_weights_from_size_index_and_header(tmp_path: Path) -> None:
+    assert weights_bytes("16GiB") == 16 * GIB
+    index = tmp_path / "model.safetensors.index.json"
+    index.write_text(json.dumps({"metadata": {"total_size": 16_060_522_496}, "weight_map": {}}))
+    assert weights_bytes(str(index)) == 16_060_522_496
+    assert weights_bytes(str(tmp_path)) == 16_060_522_496  # the folder: its index
+
+    import torch
+    from safetensors.torch import save_file
+
+    shard = tmp_path / "shards" / "model.safetensors"
+    shard.parent.mkdir()
+    tensors = {
+        "a": torch.zeros(3, 5, dtype=torch.bfloat16),  # 30 bytes
+        "b": torch.zeros(7, dtype=torch.float32),  # 28 bytes
+    }
+    save_file(tensors, str(shard))
+    assert weights_bytes(str(shard)) == 58
+    assert weights_bytes(str(shard.parent)) == 58  # no index: every shard's header
+
+
+def test_weights_bad_inputs(tmp_path: Path) -> None:
+    bad = tmp_path / "index.json"
+    bad.write_text(json.dumps({"weight_map": {}}))
+    with pytest.raises(InputError, match="no positive metadata.total_size"):
+        weights_bytes(str(bad))
+    other = tmp_path / "weights.bin"
+    other.write_bytes(b"x")
+    with pytest.raises(InputError, match="neither a .safetensors file"):
+        weights_bytes(str(other))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(InputError, match="holds no model.safetensors.index.json"):
+        weights_bytes(str(empty))
+
+
+def test_a_corrupt_safetensors_header_is_refused(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes((10**12).to_bytes(8, "little") + b"{}")
+    with pytest.raises(InputError, match="header length"):
+        weights_bytes(str(bad))
+    odd = tmp_path / "odd.safetensors"
+    body = json.dumps({"w": {"dtype": "F32", "shape": [2], "data_offsets": [8, 0]}}).encode()
+    odd.write_bytes(len(body).to_bytes(8, "little") + body)
+    with pytest.raises(InputError, match="no valid data_offsets"):
+        weights_bytes(str(odd))
