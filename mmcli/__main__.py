@@ -1,6 +1,45 @@
-"""``python -m mmcli``: the same entry point as the ``mmcli`` script."""
+"""``python -m mmcli`` and the ``mmcli`` script: one entry point that owns Ctrl-C from the start.
 
-from mmcli.cli.main import main
+This module imports nothing heavy itself, so that a Ctrl-C while the CLI's modules (typer,
+rich, and later torch) are still importing is caught here too: one ``error: interrupted``
+line and exit 130, never a traceback, at any moment of the run.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from typing import NoReturn
+
+from mmcli.errors import EXIT_INTERRUPTED
+
+
+def main() -> NoReturn:
+    """Run the CLI on ``sys.argv``; exit with its status."""
+    code: object
+    try:
+        from mmcli.cli.main import main as run
+
+        run()
+    except SystemExit as done:
+        code = done.code
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        _say("error: interrupted\n")
+        code = EXIT_INTERRUPTED
+    # From here on a Ctrl-C would only turn the exit (torch's handlers at exit) into a traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sys.exit(code)
+
+
+def _say(text: str) -> None:
+    try:
+        if sys.stderr is not None:
+            sys.stderr.write(text)
+            sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
 
 if __name__ == "__main__":
     main()

@@ -14,6 +14,8 @@ EXIT_BAD_INPUT: Final = 2
 EXIT_INTERNAL: Final = 3
 #: Interrupted (Ctrl-C): 128 + SIGINT, as shells report it.
 EXIT_INTERRUPTED: Final = 130
+#: stdout's reader went away (``mmcli ... | head -1``): 128 + SIGPIPE, as shells report it.
+EXIT_BROKEN_PIPE: Final = 141
 
 
 class MmcliError(Exception):

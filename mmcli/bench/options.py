@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,6 +28,27 @@ DEFAULT_DTYPE = "bf16"
 DEFAULT_LAYOUT = "interleaved"
 DEFAULT_MIN_TIME = 0.2
 QUICK_MIN_TIME = 0.05
+#: Longest ``--min-time``: one timing of a minute already makes a run of tens of minutes.
+MAX_MIN_TIME = 60.0
+#: Largest ``--placeholders`` entry and ``--hidden``: an int32 index, as engines use; what
+#: fits in memory is checked later, before anything is allocated.
+MAX_SIZE = 2**31 - 1
+#: Most ``--placeholders`` entries in one run.
+MAX_SIZES = 64
+
+
+def _shown(value: int) -> str:
+    """An integer for an error line: whole when short, its digit count when absurd."""
+    text = str(value)
+    return text if len(text) <= 24 else f"a {len(text)}-digit number"
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
 
 
 def parse_choices(text: str, option: str, allowed: Sequence[str]) -> tuple[str, ...]:
@@ -36,23 +58,42 @@ def parse_choices(text: str, option: str, allowed: Sequence[str]) -> tuple[str, 
         raise InputError(f"{option} is empty", hint=f"use one or more of: {', '.join(allowed)}")
     for name in names:
         if name not in allowed:
+            shown = repr(name) if len(name) <= 40 else f"{name[:40]!r}… ({len(name)} characters)"
             raise InputError(
-                f"{option}: unknown value {name!r}",
+                f"{option}: unknown value {shown}",
                 hint=f"use one or more of: {', '.join(allowed)} (comma-separated)",
             )
     return tuple(dict.fromkeys(names))
 
 
 def parse_sizes(text: str, option: str = "--placeholders") -> tuple[int, ...]:
-    """``"576,2304"`` → ``(576, 2304)``; every entry a positive integer."""
+    """``"576,2304"`` → ``(576, 2304)``; every entry a positive integer in ASCII digits (not
+    ``²`` or ``١``, which ``str.isdigit`` accepts), at most :data:`MAX_SIZE`; at most
+    :data:`MAX_SIZES` entries."""
     parts = [part.strip() for part in text.split(",") if part.strip()]
     if not parts:
         raise InputError(f"{option} is empty", hint="give sizes such as 576,2304,9216")
+    if len(parts) > MAX_SIZES:
+        raise InputError(
+            f"{option}: {len(parts)} sizes; at most {MAX_SIZES} are timed in one run",
+            hint="give a few sizes such as 576,2304,9216",
+        )
     sizes = []
     for part in parts:
-        if not part.isdigit() or int(part) < 1:
+        shown = repr(part) if len(part) <= 24 else f"a {len(part)}-character value"
+        if not (part.isascii() and part.isdigit()):
             raise InputError(
-                f"{option}: {part!r} is not a positive integer",
+                f"{option}: {shown} is not a positive integer",
+                hint="give placeholder counts such as 576,2304,9216",
+            )
+        if len(part.lstrip("0")) > len(str(MAX_SIZE)) or int(part) > MAX_SIZE:
+            raise InputError(
+                f"{option}: {shown} is too large (at most {MAX_SIZE:,})",
+                hint="give placeholder counts such as 576,2304,9216",
+            )
+        if int(part) < 1:
+            raise InputError(
+                f"{option}: {shown} is not a positive integer",
                 hint="give placeholder counts such as 576,2304,9216",
             )
         sizes.append(int(part))
@@ -105,16 +146,33 @@ class BenchOptions:
         op_names = parse_choices(op, "--op", OPS)
         if hidden is not None and hidden < 1:
             raise InputError(
-                f"--hidden must be at least 1, got {hidden}", hint="e.g. --hidden 4096"
+                f"--hidden must be at least 1, got {_shown(hidden)}", hint="e.g. --hidden 4096"
+            )
+        if hidden is not None and hidden > MAX_SIZE:
+            raise InputError(
+                f"--hidden must be at most {MAX_SIZE:,}, got {_shown(hidden)}",
+                hint="e.g. --hidden 4096",
             )
         if threads < 1:
             raise InputError(
-                f"--threads must be at least 1, got {threads}", hint="e.g. --threads 1"
+                f"--threads must be at least 1, got {_shown(threads)}", hint="e.g. --threads 1"
+            )
+        cpus = usable_cpus()
+        if threads > cpus:
+            raise InputError(
+                f"--threads must be at most {cpus} (the CPUs this process may use), "
+                f"got {_shown(threads)}",
+                hint=f"e.g. --threads 1 (the default), or up to {cpus}",
             )
         if min_time is not None and not min_time > 0:
             raise InputError(
                 f"--min-time must be a positive number of seconds, got {min_time}",
                 hint="e.g. --min-time 0.2",
+            )
+        if min_time is not None and not (math.isfinite(min_time) and min_time <= MAX_MIN_TIME):
+            raise InputError(
+                f"--min-time must be at most {MAX_MIN_TIME:g} seconds, got {min_time}",
+                hint="it is the time spent on each timing; e.g. --min-time 1 for steadier figures",
             )
         if min_time is None:
             min_time = QUICK_MIN_TIME if quick else DEFAULT_MIN_TIME
@@ -140,7 +198,9 @@ class BenchOptions:
         else:
             default_sizes = QUICK_SUITE if quick else SUITE
             sizes = parse_sizes(placeholders) if placeholders is not None else default_sizes
-            layouts = parse_choices(layout or DEFAULT_LAYOUT, "--layout", LAYOUTS)
+            layouts = parse_choices(
+                layout if layout is not None else DEFAULT_LAYOUT, "--layout", LAYOUTS
+            )
         return cls(
             device=target,
             impls=impls,

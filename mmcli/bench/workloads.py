@@ -112,7 +112,12 @@ def dump_workloads(
         length = mask.shape[0] if mask is not None and mask.shape else rows
         return length, rows, 8 * math.prod(shape[1:])  # 8 bytes: an upper bound per value
 
-    check_memory([footprint(i) for i in range(dump.num_items)], device)
+    check_memory(
+        [footprint(i) for i in range(dump.num_items)],
+        device,
+        hint="--from times the dump's items as they are: bench a dump with smaller items, "
+        "or on a device with more memory",
+    )
     out = []
     for i in range(dump.num_items):
         embeds = dump.embedding(i)
@@ -136,17 +141,30 @@ def dump_workloads(
     return out
 
 
-def check_memory(cases: Iterable[tuple[int, int, int]], device: torch.device) -> None:
+def check_memory(
+    cases: Iterable[tuple[int, int, int]],
+    device: torch.device,
+    *,
+    hint: str = "use smaller --placeholders or --hidden",
+) -> None:
     """Refuse, before allocating, a run whose largest case would not fit on the device.
 
     ``cases`` are ``(placeholder rows, embedding rows, bytes per row)``; a case holds its
-    inputs, an output and a copy source of each size.
+    inputs, an output and a copy source of each size. ``hint`` says what the user can change.
     """
     need = max(((p + e) * row * 3 for p, e, row in cases), default=0)
     available = available_bytes(device)
     if available is not None and need > available // 2:
         raise InputError(
-            f"the largest case needs about {need / 2**30:.1f} GiB but {device} has "
-            f"{available / 2**30:.1f} GiB available",
-            hint="use smaller --placeholders or --hidden",
+            f"the largest case needs about {_gib(need)} but {device} has "
+            f"{_gib(available)} available",
+            hint=hint,
         )
+
+
+def _gib(n: int) -> str:
+    """Bytes as GiB for a message; exact integers, so no size is too large to print."""
+    tenths = (n * 10 + 2**29) // 2**30
+    if tenths >= 10**12:
+        return f"over {10**11:,} GiB"
+    return f"{tenths // 10:,}.{tenths % 10} GiB"

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 import functools
 import json
 import os
 import sys
 from collections.abc import Callable
+from types import TracebackType
 from typing import ParamSpec, TypeVar
 
 import typer
@@ -18,12 +20,73 @@ R = TypeVar("R")
 
 
 def report(message: str, hint: str | None = None) -> None:
-    """Print one ``error:`` line (and one ``hint:`` line) on stderr, plain text, no markup."""
+    """Print one ``error:`` line (and one ``hint:`` line) on stderr, plain text, no markup.
+
+    Best-effort: a stderr that is closed or cannot be written loses the lines, never the
+    exit code.
+    """
     first_line = " ".join(message.split())
-    sys.stderr.write(f"error: {first_line}\n")
+    text = f"error: {first_line}\n"
     if hint:
-        sys.stderr.write(f"hint: {' '.join(hint.split())}\n")
-    sys.stderr.flush()
+        text += f"hint: {' '.join(hint.split())}\n"
+    stream = sys.stderr
+    if stream is None:  # started with stderr closed
+        return
+    try:
+        stream.write(text)
+        stream.flush()
+    except UnicodeEncodeError:
+        encoding = getattr(stream, "encoding", None) or "ascii"
+        try:
+            stream.write(text.encode(encoding, "backslashreplace").decode(encoding))
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    except (OSError, ValueError):
+        pass
+
+
+#: Errors that only writing can cause.
+_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS})
+
+
+def _written_path(tb: TracebackType | None) -> str | None:
+    """The file mmcli was writing when an error went through ``atomic_write``, else None."""
+    path = None
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code.co_name == "atomic_write" and frame.f_globals.get("__name__") == (
+            "mmcli.atomic"
+        ):
+            path = frame.f_locals.get("path")
+        tb = tb.tb_next
+    return None if path is None else str(path)
+
+
+def _write_hint(code: int | None) -> str:
+    if code in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return "free some space on that disk, or write the file somewhere else"
+    if code == errno.EROFS:
+        return "the file system is read-only; write the file somewhere else"
+    if code in (errno.EACCES, errno.EPERM):
+        return "check that you may write in that directory, or write the file somewhere else"
+    return "check the directory exists and is writable, or write the file somewhere else"
+
+
+def _os_error(exc: OSError) -> MmcliError | None:
+    """A failed read or write of a named file: bad input (or a bad place to write), not a bug."""
+    reason = exc.strerror or type(exc).__name__
+    written = _written_path(exc.__traceback__)
+    if written is not None or exc.errno in _WRITE_ERRNOS:
+        target = written if written is not None else exc.filename
+        where = f" {target}" if target is not None else " a file"
+        return MmcliError(f"cannot write{where}: {reason}", hint=_write_hint(exc.errno))
+    if exc.filename is not None:
+        return MmcliError(
+            f"cannot read {exc.filename}: {reason}",
+            hint="check the path exists and is a readable file",
+        )
+    return None
 
 
 def _translate(exc: BaseException) -> MmcliError | None:
@@ -35,11 +98,16 @@ def _translate(exc: BaseException) -> MmcliError | None:
             f"invalid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}",
             hint="check the file's syntax",
         )
-    if isinstance(exc, OSError) and exc.filename is not None:
-        reason = exc.strerror or type(exc).__name__
+    if isinstance(exc, OSError):
+        return _os_error(exc)
+    if isinstance(exc, OverflowError) or (
+        isinstance(exc, ValueError) and "integer string conversion" in str(exc)
+    ):
+        # A number from the input too large for a float or for int(): input no command should
+        # have let through, but input all the same, not a crash.
         return MmcliError(
-            f"cannot read {exc.filename}: {reason}",
-            hint="check the path exists and is a readable file",
+            f"a number in the input is too large to work with ({exc})",
+            hint="check the sizes and counts given, in the options and in the input files",
         )
     if type(exc).__name__ == "SafetensorError":
         return MmcliError(

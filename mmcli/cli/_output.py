@@ -1,13 +1,23 @@
-"""Output helpers: stdout for data, stderr for progress and warnings, JSON without NaN."""
+"""Output helpers: stdout for data, stderr for progress and warnings, JSON without NaN.
+
+:func:`guarded_streams` is what every write to stdout and stderr goes through while a command
+runs: text the stream's encoding cannot hold comes out as backslash escapes, a stdout that
+cannot be written raises :class:`OutputClosed` or :class:`OutputFailed` (never an ``OSError``
+that a command would take for its own), and stderr is best-effort.
+"""
 
 from __future__ import annotations
 
+import errno
 import json
 import math
+import os
 import sys
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from enum import Enum
 from functools import cache
-from typing import Any
+from typing import IO, Any, TextIO, cast
 
 from rich.console import Console
 from rich.progress import (
@@ -76,3 +86,162 @@ def progress(*, enabled: bool) -> Progress:
         transient=True,
         disable=not enabled,
     )
+
+
+# -- the streams ----------------------------------------------------------------------------
+
+
+class OutputClosed(BaseException):
+    """stdout's reader went away (a closed pipe, as with ``| head -1``): stop, say nothing.
+
+    A ``BaseException``, like ``KeyboardInterrupt``: no command's ``except Exception`` may take
+    it for a problem with its input.
+    """
+
+
+class OutputFailed(BaseException):
+    """stdout cannot be written: a full disk, an I/O error, a closed or read-only descriptor."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(error)
+        self.error = error
+
+    @property
+    def reason(self) -> str:
+        return self.error.strerror or type(self.error).__name__
+
+
+class _Guarded:
+    """A stream (text, or the binary ``buffer`` under it) whose write failures go to
+    ``on_error``; everything else is the wrapped stream's.
+
+    Text is encoded here and written to the binary buffer until all of it is taken: Python's
+    own text layer ignores a short write, which is how a pipe whose reader left mid-write
+    reports it, and would drop the rest silently (exit 0) instead of failing on the next write.
+    """
+
+    def __init__(self, inner: IO[Any], on_error: Callable[[IO[Any], OSError], None]) -> None:
+        self._inner = inner
+        self._on_error = on_error
+        binary = getattr(inner, "buffer", None)
+        self._text = isinstance(getattr(inner, "encoding", None), str)
+        self._binary: Any = binary if self._text and binary is not None else None
+        if self._binary is not None:
+            self.flush()  # what the text layer holds goes out before what comes through here
+
+    def write(self, data: Any) -> int:
+        try:
+            if self._binary is not None and isinstance(data, str):
+                errors = getattr(self._inner, "errors", None) or "strict"
+                self._write_all(
+                    self._binary, data.encode(getattr(self._inner, "encoding", "utf-8"), errors)
+                )
+                if "\n" in data and getattr(self._inner, "line_buffering", False):
+                    self._binary.flush()
+                return len(data)
+            if not self._text and isinstance(data, bytes | bytearray | memoryview):
+                self._write_all(self._inner, bytes(data))
+                return len(data)
+            return int(self._inner.write(data))
+        except OSError as exc:
+            self._on_error(self._inner, exc)
+            return len(data)
+
+    @staticmethod
+    def _write_all(stream: Any, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            written = stream.write(view)
+            if not written:  # a blocking descriptor takes nothing only when its reader is gone
+                raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+            view = view[written:]
+
+    def writelines(self, lines: Iterable[Any]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        try:
+            self._inner.flush()
+        except OSError as exc:
+            self._on_error(self._inner, exc)
+
+    @property
+    def buffer(self) -> _Guarded:
+        return _Guarded(self._inner.buffer, self._on_error)  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def _stdout_error(stream: IO[Any], exc: OSError) -> None:
+    if exc.errno == errno.EPIPE:
+        raise OutputClosed() from exc
+    raise OutputFailed(exc) from exc
+
+
+def _stderr_error(stream: IO[Any], exc: OSError) -> None:
+    """stderr is for people; when it cannot be written, the exit code still says it all."""
+    silence(stream)
+
+
+def silence(stream: IO[Any] | None) -> None:
+    """Point the stream's descriptor at /dev/null, so that the data still buffered in it (and
+    Python's own flush at exit) goes nowhere instead of failing again."""
+    try:
+        fd = stream.fileno() if stream is not None else -1
+    except (OSError, ValueError, AttributeError):
+        return
+    if fd < 0:
+        return
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+    except OSError:
+        return
+    try:
+        os.dup2(devnull, fd)
+    except OSError:
+        pass
+    finally:
+        os.close(devnull)
+
+
+def _escaping(stream: Any) -> Callable[[], None]:
+    """Make ``stream`` write what its encoding cannot hold (lone surrogates from a file name,
+    ``→`` under ``PYTHONIOENCODING=ascii``) as backslash escapes; return the undo."""
+    reconfigure = getattr(stream, "reconfigure", None)
+    errors = getattr(stream, "errors", None)
+    if not callable(reconfigure) or not isinstance(errors, str):
+        return lambda: None
+    try:
+        reconfigure(errors="backslashreplace")
+    except (OSError, ValueError):
+        return lambda: None
+
+    def undo() -> None:
+        try:
+            reconfigure(errors=errors)
+        except (OSError, ValueError):
+            pass
+
+    return undo
+
+
+@contextmanager
+def guarded_streams() -> Iterator[None]:
+    """Run a command with stdout and stderr guarded (see the module's docstring).
+
+    On leaving, stdout is flushed (so that a failure in the last write is raised here, not in
+    Python's flush at exit) and the streams are put back as they were.
+    """
+    out, err = sys.stdout, sys.stderr
+    undo = [_escaping(out), _escaping(err)]
+    sys.stdout = cast(TextIO, _Guarded(out, _stdout_error))
+    sys.stderr = cast(TextIO, _Guarded(err, _stderr_error))
+    try:
+        yield
+        sys.stdout.flush()
+    finally:
+        sys.stdout, sys.stderr = out, err
+        for step in undo:
+            step()

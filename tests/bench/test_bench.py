@@ -144,7 +144,21 @@ def test_options_select_cases() -> None:
             ["--from", "x.safetensors", "--placeholders", "8", "--layout", "random"],
             "error: --placeholders, --layout cannot be combined with --from",
         ),
-        (["--placeholders", "100000000000"], "error: the largest case needs about"),
+        (["--placeholders", "2000000000"], "error: the largest case needs about"),
+        (["--placeholders", "100000000000"], "error: --placeholders: '100000000000' is too large"),
+        (["--placeholders", "²"], "error: --placeholders: '²' is not a positive integer"),
+        (["--placeholders", "١٢"], "error: --placeholders: '١٢' is not a positive integer"),
+        (["--placeholders", ",".join(map(str, range(1, 66)))], "error: --placeholders: 65 sizes"),
+        (["--hidden", str(10**400)], "error: --hidden must be at most 2,147,483,647, got a 401-"),
+        (["--threads", "100000"], "error: --threads must be at most"),
+        (["--threads", str(2**40)], "error: --threads must be at most"),
+        (["--min-time", "inf"], "error: --min-time must be at most 60 seconds, got inf"),
+        (["--min-time", "1e400"], "error: --min-time must be at most 60 seconds, got inf"),
+        (["--min-time", "61"], "error: --min-time must be at most 60 seconds, got 61.0"),
+        (["--layout", ""], "error: --layout is empty"),
+        (["--layout", " , "], "error: --layout is empty"),
+        (["--impl", ""], "error: --impl is empty"),
+        (["--op", ""], "error: --op is empty"),
     ],
 )
 def test_bad_options_exit_2(args: list[str], error: str) -> None:
@@ -312,3 +326,35 @@ def test_cli_prints_the_results_json(
     assert [(c["op"], c["impl"], c["median_us"], c["iqr_us"]) for c in doc["cases"]] == [
         (op, impl, 2.0, 3.0) for op in ("scatter", "gather") for impl in ("reference", "fast")
     ]
+
+
+def test_from_dump_too_large_hints_what_from_allows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With --from, the memory refusal must not suggest --placeholders or --hidden, which
+    --from forbids."""
+    import mmcli.bench.workloads as workloads
+
+    monkeypatch.setattr(workloads, "available_bytes", lambda device: 1024)
+    dump = _dump(tmp_path / "d.safetensors", [[True] * 10])
+    result = invoke("--from", str(dump), "--device", "cpu", "--min-time", "0.001")
+    assert result.exit_code == 2, result.stderr
+    error, hint = result.stderr.splitlines()
+    assert error.startswith("error: the largest case needs about")
+    assert hint.startswith("hint: --from times the dump's items as they are")
+    assert "--placeholders" not in hint and "--hidden" not in hint
+
+
+def test_memory_message_prints_any_size() -> None:
+    from mmcli.bench.workloads import _gib
+
+    assert _gib(3 * 2**29) == "1.5 GiB"
+    assert _gib(0) == "0.0 GiB"
+    assert _gib(10**400) == "over 100,000,000,000 GiB"
+
+
+def test_threads_are_bounded_by_the_usable_cpus() -> None:
+    cpus = bench.options.usable_cpus()
+    assert bench.BenchOptions.parse(device="cpu", threads=cpus).threads == cpus
+    with pytest.raises(bench.options.InputError, match="--threads must be at most"):
+        bench.BenchOptions.parse(device="cpu", threads=cpus + 1)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import subprocess
 import sys
+import tempfile
 
 import pytest
 import typer
@@ -97,6 +99,18 @@ def explode(kind: str) -> None:
         import json
 
         json.loads("{oops")
+    if kind == "disk-full":
+        raise OSError(errno.ENOSPC, "No space left on device")
+    if kind in ("write-denied", "write-full"):
+        from pathlib import Path
+
+        from mmcli.atomic import atomic_write
+
+        # The test makes os.fsync fail (a full disk) or mkstemp (a directory not writable).
+        with atomic_write(Path(tempfile.gettempdir()) / "mmcli-test-target.json") as f:
+            f.write(b"{}")
+    if kind == "overflow":
+        float(10**400)
     raise RuntimeError("boom")
 
 
@@ -120,6 +134,70 @@ def test_json_error_is_bad_input() -> None:
     result = runner.invoke(boundary_app, ["json"], catch_exceptions=False)
     assert result.exit_code == EXIT_BAD_INPUT
     assert result.stderr.startswith("error: invalid JSON: Expecting property name")
+
+
+@pytest.mark.parametrize(
+    ("kind", "error", "hint"),
+    [
+        (
+            "disk-full",
+            "error: cannot write a file: No space left on device",
+            "hint: free some space on that disk",
+        ),
+        (
+            "write-full",
+            f"error: cannot write {tempfile.gettempdir()}/mmcli-test-target.json: "
+            "No space left on device",
+            "hint: free some space on that disk",
+        ),
+        (
+            "write-denied",
+            f"error: cannot write {tempfile.gettempdir()}/mmcli-test-target.json: "
+            "Permission denied",
+            "hint: check that you may write in that directory",
+        ),
+        ("overflow", "error: a number in the input is too large to work with", "hint: "),
+    ],
+)
+def test_write_failures_and_overflows_are_bad_input_not_bugs(
+    kind: str, error: str, hint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    def disk_full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def denied(*args: object, **kwargs: object) -> None:
+        raise PermissionError(errno.EACCES, "Permission denied", "/somewhere/.x.tmp")
+
+    if kind == "write-full":
+        monkeypatch.setattr(os, "fsync", disk_full)
+    if kind == "write-denied":
+        monkeypatch.setattr(tempfile, "mkstemp", denied)
+    result = runner.invoke(boundary_app, [kind], catch_exceptions=False)
+    assert result.exit_code == EXIT_BAD_INPUT
+    lines = result.stderr.splitlines()
+    assert len(lines) == 2, result.stderr
+    assert lines[0].startswith(error) and lines[1].startswith(hint)
+    assert "cannot read" not in result.stderr
+
+
+def test_report_survives_a_broken_stderr(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mmcli.cli._boundary import report
+
+    class Broken:
+        encoding = "ascii"
+
+        def write(self, text: str) -> int:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def flush(self) -> None:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(sys, "stderr", Broken())
+    report("lost", "also lost")  # no exception: the exit code still tells
+    monkeypatch.setattr(sys, "stderr", None)
+    report("lost")
 
 
 def test_unexpected_exception_is_exit_3_without_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -167,6 +245,156 @@ def test_usage_errors_are_one_error_line_and_a_hint(
     assert len(lines) == 2, err
     assert lines[0].startswith(error)
     assert lines[1].startswith("hint: see `mmcli")
+
+
+@pytest.mark.parametrize(
+    ("argv", "error", "hint"),
+    [
+        (
+            ["kv-share", "plan", "samples/kv/toy.toml", "--tp", "3"],
+            "error: No such option: --tp",
+            "hint: did you mean --tensor-parallel-size (-tp)?",
+        ),
+        (
+            ["kv-share", "plan", "samples/kv/toy.toml", "--tensor", "3"],
+            "error: No such option: --tensor",
+            "hint: did you mean --tensor-parallel-size (-tp)?",
+        ),
+        (
+            ["bench", "--thread", "2"],
+            "error: No such option: --thread",
+            "hint: did you mean --threads?",
+        ),
+        (
+            ["check-embeddings", "x", "--hiden", "3"],
+            "error: No such option: --hiden",
+            "hint: did you mean --hidden-size?",
+        ),
+        (
+            ["bench", "--zzz"],
+            "error: No such option: --zzz",
+            "hint: see `mmcli bench --help` for the options and examples",
+        ),
+        (
+            ["inspect", "-x.safetensors"],
+            "error: No such option: -x (from '-x.safetensors')",
+            "hint: to pass a file whose name starts with '-', put `--` before it "
+            "(`mmcli inspect -- -x.safetensors`) or write it as ./-x.safetensors",
+        ),
+        (
+            ["kv-share", "plan", "-my/config.json"],
+            "error: No such option: -m (from '-my/config.json')",
+            "hint: to pass a file whose name starts with '-', put `--` before it",
+        ),
+    ],
+)
+def test_unknown_options_hint_at_what_was_meant(
+    argv: list[str], error: str, hint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mmcli.cli.main import main
+
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == EXIT_BAD_INPUT
+    out, err = capsys.readouterr()
+    assert out == ""
+    lines = err.splitlines()
+    assert len(lines) == 2, err
+    assert lines[0] == error
+    assert lines[1].startswith(hint), lines[1]
+
+
+def test_close_options_ranks_strong_matches_first() -> None:
+    from mmcli.cli.main import _close_options
+
+    class Opt:
+        param_type_name = "option"
+        hidden = False
+
+        def __init__(self, *opts: str) -> None:
+            self.opts, self.secondary_opts = list(opts), []
+
+    params = [Opt("--tensor-parallel-size", "-tp"), Opt("--mtp"), Opt("--memory")]
+    assert _close_options("--tp", params) == ["--tensor-parallel-size (-tp)"]
+    assert _close_options("--tps", params) == ["--tensor-parallel-size (-tp)"]
+    assert _close_options("--memroy", params) == ["--memory"]
+    assert _close_options("--", params) == []
+    assert _close_options("--unrelated", params) == []
+
+
+# --- stdout and stderr while a command runs ------------------------------------------------
+
+
+class _Failing:
+    """A text stream whose writes fail with ``code``."""
+
+    encoding = "utf-8"
+    errors = "strict"
+
+    def __init__(self, code: int) -> None:
+        self.code = code
+
+    def write(self, text: str) -> int:
+        raise OSError(self.code, errno.errorcode.get(self.code, "error"))
+
+    def flush(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    ("code", "status", "stderr"),
+    [
+        (errno.EPIPE, 141, ""),
+        (errno.ENOSPC, 2, "error: cannot write the output to stdout: ENOSPC\nhint: free some"),
+        (errno.EIO, 2, "error: cannot write the output to stdout: EIO\nhint: redirect stdout"),
+    ],
+)
+def test_main_turns_stdout_failures_into_a_status(
+    code: int, status: int, stderr: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+
+    from mmcli.cli.main import main
+
+    err = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", _Failing(code))
+    monkeypatch.setattr(sys, "stderr", err)
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == status
+    assert err.getvalue().startswith(stderr)
+    assert "Traceback" not in err.getvalue()
+
+
+def test_main_refuses_a_closed_stdout(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from mmcli.cli.main import main
+
+    err = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", None)
+    monkeypatch.setattr(sys, "stderr", err)
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == EXIT_BAD_INPUT
+    assert err.getvalue().startswith("error: cannot write the output: stdout is closed\nhint: ")
+
+
+def test_main_reports_an_interrupt(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    import mmcli.cli.main as cli_main
+
+    def interrupted(*args: object, **kwargs: object) -> int:
+        raise KeyboardInterrupt
+
+    err = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", err)
+    monkeypatch.setattr(cli_main, "_run", interrupted)
+    with pytest.raises(SystemExit) as info:
+        cli_main.main(["bench"])
+    assert info.value.code == 130
+    assert err.getvalue() == "error: interrupted\n"
 
 
 def test_main_exits_with_the_command_status(capsys: pytest.CaptureFixture[str]) -> None:
