@@ -52,7 +52,8 @@ def plan(
         typer.Option(
             "--kv-cache-dtype",
             "--kv-dtype",
-            help="auto (the config's dtype), bfloat16, float16, float32, fp8 (fp8_e4m3, fp8_e5m2).",
+            help="auto (the config's dtype), bfloat16, float16, float32, fp8 (fp8_e4m3, "
+            "fp8_e5m2), fp8_ds_mla (DeepSeek MLA).",
         ),
     ] = "auto",
     block_size: Annotated[
