@@ -1,7 +1,8 @@
 """Capture encoder outputs from a running model as ``mm_dump`` files.
 
 ``mmcli.capture.transformers(model, "dumps/", when="failure")`` wraps a transformers
-vision-language model (:mod:`mmcli.capture.hf`); the vLLM and SGLang plugins live beside it.
+vision-language model (:mod:`mmcli.capture.hf`); the vLLM plugin lives beside it
+(:mod:`mmcli.capture.vllm`; SGLang is not covered yet).
 What they share (modes, the dump directory, the file budget, naming) is
 :mod:`mmcli.capture._common`. Nothing here imports torch or transformers until used.
 """

@@ -92,7 +92,9 @@ def _side(layers: list[Layer], run: _Run) -> tuple[SidePlan, Layout]:
         block_size=layout.block_size,
         page_size_bytes=layout.page_size_bytes,
         state_bytes=sum(
-            s.page_size_bytes for s in layout.specs.values() if isinstance(s, MambaSpec)
+            s.page_size_bytes * s.pages_per_request
+            for s in layout.specs.values()
+            if isinstance(s, MambaSpec)
         ),
     )
     if max_len is None:

@@ -37,7 +37,8 @@ class SidePlan:
     bytes_per_block: int
     block_size: int
     page_size_bytes: int
-    #: One request's recurrent states, all state layers (padded pages).
+    #: One request's recurrent states over all state layers (padded pages; two per layer
+    #: under prefix caching's "align" mode).
     state_bytes: int = 0
     #: Figures at max_model_len (None without one).
     per_sequence_bytes: int | None = None

@@ -134,6 +134,14 @@ def plan(
             help="Split KV heads (and states) across this many ranks; figures are per GPU.",
         ),
     ] = 1,
+    pipeline_parallel_size: Annotated[
+        int,
+        typer.Option(
+            "--pipeline-parallel-size",
+            "-pp",
+            help="Pipeline stages: only 1 is planned (mmcli does not model stage splits yet).",
+        ),
+    ] = 1,
     vllm_version: Annotated[
         str | None,
         typer.Option(
@@ -232,6 +240,13 @@ def plan(
     from mmcli.kv.options import PlanOptions
     from mmcli.kv.plan import plan_kv_cache
 
+    if pipeline_parallel_size != 1:
+        raise InputError(
+            f"--pipeline-parallel-size {pipeline_parallel_size}: mmcli does not model how the "
+            "engine splits layers across pipeline stages",
+            hint="plan with -pp 1 (each stage then holds a share of the layers; plan a stage by "
+            "hand with an mmcli layer config of its layers)",
+        )
     length = parse_max_model_len(max_model_len)
     if plot is not None and sweep is None:
         raise InputError("--plot needs --sweep", hint="e.g. --sweep max-model-len=4K..128K")

@@ -55,5 +55,5 @@ def estimate_panel(est: Estimate) -> Panel:
     table.add_column("")
     table.add_column("", justify="right")
     for label, value in est.terms():
-        table.add_row(label, f"{value / 2**30:,.2f} GiB")
+        table.add_row(label, f"{abs(value) / 2**30:,.2f} GiB")  # the label carries the sign
     return Panel(table, title="KV memory per GPU: an ESTIMATE", expand=False)

@@ -278,6 +278,8 @@ def render_plan(plan: KVPlan, aliasing: AliasingReport | None, *, all_layers: bo
     map_errors = errors - count([f for f in plan.findings if f.code == "memory-too-small"], "error")
     if aliasing is None:
         console.print("aliasing check: skipped, the map has errors")
+    elif aliasing.verified and aliasing.checked == 0:
+        console.print(f"aliasing check ({aliasing.device}): nothing to check, no layer shares")
     elif aliasing.verified:
         console.print(
             f"aliasing check ({aliasing.device}): [green]verified[/], {aliasing.checked} "
