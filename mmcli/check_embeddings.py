@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+import stat
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,11 +15,13 @@ import torch
 
 from mmcli._version import __version__
 from mmcli.devices import synchronize
-from mmcli.dump.io import load_dump
+from mmcli.dump.context import read_context
+from mmcli.dump.io import Dump, load_dump, read_tensor
 from mmcli.embeddings.diagnosis import Diagnosis, ItemStats
 from mmcli.embeddings.ops import Impl
-from mmcli.errors import EXIT_BAD_INPUT, EXIT_FINDINGS, EXIT_OK, InputError
+from mmcli.errors import EXIT_BAD_INPUT, EXIT_FINDINGS, EXIT_INTERNAL, EXIT_OK, InputError
 from mmcli.findings import Finding, count
+from mmcli.text import human_bytes, printable
 
 Status = Literal["ok", "failed", "error"]
 STAGES = ("load", "check", "scatter", "gather")
@@ -35,6 +38,8 @@ class FileReport:
     timings_ms: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
     error: str | None = None
     hint: str | None = None
+    #: The error is a bug in mmcli (exit 3), not a problem with the file.
+    internal: bool = False
 
     @property
     def errors(self) -> int:
@@ -66,42 +71,97 @@ class FileReport:
         return doc
 
 
-def find_files(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
+def find_files(
+    paths: Sequence[str | os.PathLike[str]], problems: list[FileReport] | None = None
+) -> list[Path]:
     """Expand files and directories (searched recursively for ``*.safetensors``, sorted).
 
-    A directory is always searched, whatever its name; matches that are themselves
-    directories are skipped. An explicitly named file is checked whatever its suffix.
+    A directory is always searched, whatever its name, with an iterative walk (any depth);
+    matches that are themselves directories are skipped, and symbolic links to directories
+    are not followed. An explicitly named file is checked whatever its suffix. A path that
+    cannot be searched (missing, a directory that cannot be read, one with no dumps) is an
+    InputError, or, when ``problems`` is given, an error report appended to it while the
+    other paths are still searched.
     """
     found: list[Path] = []
+
+    def problem(path: Path | str, message: str, hint: str) -> None:
+        error = f"{printable(str(path))}: {message}" if str(path) else message
+        if problems is None:
+            raise InputError(error, hint=hint)
+        problems.append(FileReport(path=str(path), status="error", error=error, hint=hint))
+
     for raw in paths:
+        if not os.fspath(raw):  # Path("") is "." and would search the working directory
+            problem("", "empty path ''", "give a file or directory name")
+            continue
         path = Path(raw)
-        if path.is_dir():
-            matches = sorted(p for p in path.rglob("*.safetensors") if p.is_file())
-            if not matches:
-                raise InputError(
-                    f"{path}: directory holds no *.safetensors files",
-                    hint="give dump files, or a directory that contains some",
-                )
-            found.extend(matches)
-        elif path.exists():
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            if path.is_symlink():
+                problem(path, "broken symbolic link", "check where the link points")
+            else:
+                problem(path, "no such file or directory", "check the path")
+            continue
+        except OSError as exc:  # a symlink loop, a permission, a name too long
+            problem(
+                path,
+                f"cannot read: {exc.strerror or type(exc).__name__}",
+                "check the path and any symbolic links on it",
+            )
+            continue
+        if not stat.S_ISDIR(st.st_mode):
             found.append(path)
-        else:
-            try:
-                path.stat()
-            except FileNotFoundError:
-                raise InputError(
-                    f"{path}: no such file or directory", hint="check the path"
-                ) from None
-            except OSError as exc:  # exists() hides why: a symlink loop, a permission
-                raise InputError(
-                    f"{path}: cannot read: {exc.strerror or type(exc).__name__}",
-                    hint="check the path and any symbolic links on it",
-                ) from None
-            found.append(path)
+            continue
+        before = len(problems) if problems is not None else 0
+        matches = sorted(_walk(path, problem))
+        if not matches and (problems is None or len(problems) == before):
+            problem(
+                path,
+                "directory holds no *.safetensors files",
+                "give dump files, or a directory that contains some",
+            )
+        found.extend(matches)
     unique: dict[Path, None] = {}
     for p in found:
         unique.setdefault(p, None)
     return list(unique)
+
+
+def _walk(root: Path, problem: Callable[[Path | str, str, str], None]) -> list[Path]:
+    """Every ``*.safetensors`` below ``root`` that is not a directory, depth-first with an
+    explicit stack (a tree 10,000 levels deep is fine); unreadable directories go to
+    ``problem``."""
+    matches: list[Path] = []
+    stack = [root]
+    while stack:
+        directory = stack.pop()
+        try:
+            with os.scandir(directory) as entries:
+                listed = list(entries)
+        except OSError as exc:
+            problem(
+                directory,
+                f"cannot read directory: {exc.strerror or type(exc).__name__}",
+                "check the directory's permissions; the files that could be read were checked",
+            )
+            continue
+        for entry in listed:
+            try:
+                is_dir = entry.is_dir(follow_symlinks=False)
+            except OSError:
+                is_dir = False
+            if is_dir:
+                stack.append(Path(entry.path))
+            elif entry.name.endswith(".safetensors"):
+                try:
+                    if entry.is_dir():  # a symbolic link to a directory
+                        continue
+                except OSError:
+                    pass
+                matches.append(Path(entry.path))
+    return matches
 
 
 class _Clock:
@@ -141,13 +201,75 @@ def check_file(
     try:
         _run(report, clock, Path(path), device, expected_items, hidden_size, model_dtype, impl)
     except InputError as exc:
-        report.status = "error"
-        report.error = exc.message
-        report.hint = exc.hint
-        return report
+        return _failed(report, exc.message, exc.hint)
+    except MemoryError:
+        return _failed(
+            report,
+            f"{printable(str(path))}: ran out of memory while checking it",
+            "check it on a machine with more free memory",
+        )
+    except OSError as exc:
+        return _failed(
+            report,
+            f"{printable(str(path))}: cannot read: {exc.strerror or type(exc).__name__}",
+            "check the file's permissions and the disk it is on",
+        )
+    except Exception as exc:  # a bug: reported as this file's error, the others still run
+        if os.environ.get("MMCLI_DEBUG") == "1":
+            raise
+        report.internal = True
+        return _failed(
+            report,
+            f"{printable(str(path))}: internal error (a bug in mmcli): "
+            f"{type(exc).__name__}: {printable(str(exc))}",
+            "rerun with MMCLI_DEBUG=1 to see the traceback, and report it",
+        )
     if report.errors or (strict and report.warnings):
         report.status = "failed"
     return report
+
+
+def _failed(report: FileReport, message: str, hint: str | None) -> FileReport:
+    report.status = "error"
+    report.error = message
+    report.hint = hint
+    report.items, report.findings = [], []
+    return report
+
+
+def _check_memory(dump: Dump, device: torch.device) -> None:
+    """Refuse, before reading any item, a dump whose largest item cannot be checked in the
+    memory ``device`` has: an item, its scattered copy over its mask's positions, the
+    gathered copy, and (for float8 and other rare dtypes) an fp32 copy."""
+    tensors = dump.header.tensors
+    worst, where = 0, 0
+    for index in range(dump.num_items if not (dump.layout.stacked or dump.layout.merged) else 1):
+        if dump.layout.stacked or dump.layout.merged:
+            info = tensors["mm_embeddings"]
+            rows = info.shape[0] if dump.layout.merged else (info.shape[1:] or (1,))[0]
+            nbytes = info.nbytes if dump.layout.merged else info.nbytes // max(info.shape[0], 1)
+            numel = info.numel if dump.layout.merged else info.numel // max(info.shape[0], 1)
+        else:
+            info = tensors[f"mm_embeddings.{index}"]
+            rows, nbytes, numel = (info.shape or (1,))[0], info.nbytes, info.numel
+        mask = tensors.get(f"is_embed.{index}")
+        positions = mask.numel if mask is not None else rows
+        row = nbytes // max(rows, 1)
+        stored = tensors.get(f"placeholders.{index}")
+        need = 2 * nbytes + 2 * positions * row + 4 * numel
+        need += (mask.nbytes if mask is not None else 0) + (stored.nbytes if stored else 0)
+        if need > worst:
+            worst, where = need, index
+    if worst >= 64 << 20:
+        from mmcli.devices import require_memory
+
+        require_memory(
+            worst,
+            device,
+            f"{printable(str(dump.path))}: checking item {where} ({human_bytes(worst)} with its "
+            "scattered and gathered copies)",
+            hint="check the dump on a machine (or device) with more free memory",
+        )
 
 
 def _run(
@@ -165,9 +287,15 @@ def _run(
         expected = expected_items if expected_items is not None else dump.expected_num_items
         hidden = hidden_size if hidden_size is not None else dump.hidden_size
         dtype = model_dtype if model_dtype is not None else dump.model_dtype
+        context = read_context(dump.header, read_tensor)
     diagnosis = Diagnosis(
-        expected_num_items=expected, hidden_size=hidden, model_dtype=dtype, fetch=dump.embedding
+        expected_num_items=expected,
+        hidden_size=hidden,
+        model_dtype=dtype,
+        fetch=dump.embedding,
+        context=context,
     )
+    _check_memory(dump, device)
     stacked = dump.stacked_shape()
     if stacked is not None and not diagnosis.stacked(stacked):
         report.findings = diagnosis.finish(dump.num_items, num_masks=dump.layout.num_masks)
@@ -185,7 +313,10 @@ def _run(
 
 
 def exit_code(reports: Sequence[FileReport]) -> int:
-    """The worst outcome: 2 if any file could not be checked, else 1 if any failed, else 0."""
+    """The worst outcome: 3 if checking any file hit a bug in mmcli, else 2 if any file could
+    not be checked, else 1 if any failed, else 0."""
+    if any(r.internal for r in reports):
+        return EXIT_INTERNAL
     if any(r.status == "error" for r in reports):
         return EXIT_BAD_INPUT
     if any(r.status == "failed" for r in reports):

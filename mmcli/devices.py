@@ -47,17 +47,71 @@ def synchronize(device: torch.device) -> None:
 
 
 def available_bytes(device: torch.device) -> int | None:
-    """Memory free for new tensors on ``device`` (None when it cannot be told)."""
+    """Memory free for new tensors on ``device`` (None when it cannot be told).
+
+    On CPU: the kernel's ``MemAvailable``, lowered to what the process's cgroup (a container's
+    memory limit) still allows.
+    """
     if device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(device)
         return int(free)
     if device.type != "cpu":
         return None
+    available: int | None = None
     try:
         with open("/proc/meminfo") as f:
             for line in f:
                 if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
+                    available = int(line.split()[1]) * 1024
+                    break
+    except (OSError, ValueError, IndexError):
         pass
+    limit = _cgroup_room()
+    if limit is not None:
+        available = limit if available is None else min(available, limit)
+    return available
+
+
+def _cgroup_room() -> int | None:
+    """Bytes the cgroup memory limit (v2 or v1) still allows (None without a limit)."""
+    try:
+        with open("/proc/self/cgroup") as f:
+            lines = [ln.split(":", 2) for ln in f.read().splitlines() if ln.count(":") >= 2]
+    except OSError:
+        return None
+    candidates: list[tuple[str, str, str]] = []
+    for _, controllers, rel in lines:
+        rel = rel.rstrip("/")
+        if controllers == "":
+            candidates += [(f"/sys/fs/cgroup{rel}", "memory.max", "memory.current")]
+        elif "memory" in controllers.split(","):
+            for base in (f"/sys/fs/cgroup/memory{rel}", "/sys/fs/cgroup/memory"):
+                candidates.append((base, "memory.limit_in_bytes", "memory.usage_in_bytes"))
+    for base, limit_file, usage_file in candidates:
+        try:
+            with open(f"{base}/{limit_file}") as f:
+                text = f.read().strip()
+            if text == "max" or int(text) >= 1 << 60:
+                continue
+            with open(f"{base}/{usage_file}") as f:
+                used = int(f.read().strip())
+        except (OSError, ValueError):
+            continue
+        return max(int(text) - used, 0)
     return None
+
+
+def require_memory(
+    nbytes: int, device: torch.device, what: str, *, hint: str | None = None
+) -> None:
+    """Refuse (InputError, before allocating) work that needs ``nbytes`` on ``device`` when
+    the device has less available; a device whose free memory cannot be told is trusted."""
+    available = available_bytes(device)
+    if available is not None and nbytes > available:
+        from mmcli.text import human_bytes
+
+        raise InputError(
+            f"{what} needs about {human_bytes(nbytes)} on {device} but only "
+            f"{human_bytes(available)} is available",
+            hint=hint or "check it on a machine (or device) with more free memory",
+        )

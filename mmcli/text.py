@@ -45,3 +45,50 @@ def human_bytes(n: int) -> str:
             break
         value /= 1024
     return f"{n:,} B" if unit == "B" else f"{value:,.1f} {unit}"
+
+
+#: How many characters of untrusted text :func:`printable` keeps by default.
+PRINTABLE_LIMIT = 200
+
+
+def printable(text: str, limit: int | None = PRINTABLE_LIMIT) -> str:
+    """Untrusted text (a file name, a tensor name, a metadata value) made safe for one line
+    of a terminal: whatever ``str.isprintable`` rejects (control characters such as ESC and
+    newline, C1 controls, bidi overrides, line separators, lone surrogates) becomes a Python
+    escape (``\\x1b``, ``\\n``, ``\\u202e``, ``\\udcff``), and text over ``limit`` characters
+    is cut in the middle with a count of what was left out. The result is always encodable
+    (it is ASCII wherever the input was not printable) and never spans lines.
+    """
+    if limit is not None and len(text) > limit:
+        head = text[: max(limit * 2 // 3, 1)]
+        tail = text[len(text) - max(limit // 3 - 1, 0) :] if limit >= 3 else ""
+        left_out = len(text) - len(head) - len(tail)
+        text = f"{head}…[{left_out:,} characters left out]…{tail}"
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else _escape(ch) for ch in text)
+
+
+def _escape(ch: str) -> str:
+    code = ord(ch)
+    if ch == "\n":
+        return "\\n"
+    if ch == "\r":
+        return "\\r"
+    if ch == "\t":
+        return "\\t"
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"
+
+
+def quoted(text: str, limit: int | None = PRINTABLE_LIMIT) -> str:
+    """:func:`printable` text in single quotes, as error messages name things: ``'x.0'``."""
+    return f"'{printable(text, limit)}'"
+
+
+def plural(n: int, word: str) -> str:
+    """``1 error``, ``2 errors``, ``0 warnings`` (regular plurals only)."""
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from mmcli.devices import available_bytes
+from mmcli.dtypes import BENCH_DTYPES, name_of
 from mmcli.embeddings import ops
 from mmcli.errors import InputError
 
@@ -127,6 +128,13 @@ def dump_workloads(
             mask = mask.to(device)
         if dtype is not None and embeds.is_floating_point():
             embeds = embeds.to(dtype)
+        elif embeds.is_floating_point() and name_of(embeds.dtype) not in BENCH_DTYPES:
+            # float8 and float64 have no fill kernel the timed ops need on every device.
+            raise InputError(
+                f"{dump.path}: item {i} is {name_of(embeds.dtype)}; the bench times bfloat16, "
+                "float16 and float32",
+                hint="pass --dtype bf16 (or fp16, fp32) to convert the dump's items",
+            )
         try:
             # The public op runs every input check, in the order the engine meets them.
             ops.scatter_mm_placeholders(embeds, mask, impl="reference")

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+import itertools
+import sys
 from typing import Annotated
 
 import typer
@@ -10,9 +11,15 @@ from rich.table import Table
 from rich.text import Text
 
 from mmcli.cli._boundary import guarded
-from mmcli.cli._output import OutputFormat, emit_json, stdout
+from mmcli.cli._output import OutputFormat, stdout
 from mmcli.cli.options import FormatOpt
-from mmcli.text import human_bytes
+from mmcli.text import human_bytes, printable
+
+#: Rows of tensors (and lines of metadata) the table shows; JSON lists every one.
+MAX_ROWS = 1000
+#: Characters of a name (or shape) and of a metadata value shown; JSON has them whole.
+NAME_LIMIT = 120
+VALUE_LIMIT = 400
 
 app = typer.Typer()
 
@@ -20,7 +27,8 @@ EPILOG = (
     "Examples:\n\n"
     "  mmcli inspect samples/dumps/healthy.safetensors\n\n"
     "  mmcli inspect model-00001-of-00004.safetensors --format json\n\n"
-    "Only the header is read, so this is instant on a file of any size. Exit codes: 0 a "
+    "Only the header is read, so this is instant on a file of any size. The table shows the "
+    "first 1,000 tensors; JSON lists them all. Exit codes: 0 a "
     "valid safetensors file (a dump or not); 2 unreadable, truncated or corrupt header."
 )
 
@@ -29,7 +37,8 @@ EPILOG = (
 @guarded
 def inspect_file(
     file: Annotated[
-        Path, typer.Argument(help="A safetensors file (a dump or any other).", show_default=False)
+        str,  # not Path: Path("") is ".", and an empty argument is no file
+        typer.Argument(help="A safetensors file (a dump or any other).", show_default=False),
     ],
     output_format: FormatOpt = OutputFormat.table,
 ) -> None:
@@ -39,14 +48,14 @@ def inspect_file(
 
     summary = summarize(file)
     if output_format is OutputFormat.json:
-        emit_json(summary.to_json())
+        summary.write_json(sys.stdout)  # streamed: a header may hold a million tensors
         return
     header, layout, problem = summary.header, summary.layout, summary.problem
-    tensors = summary.tensors
+    tensors = header.tensors
     out = stdout()
     out.print(
         Text.assemble(
-            (str(header.path), "bold"),
+            (printable(str(header.path), None), "bold"),
             f"  {human_bytes(header.file_size)}, {len(tensors)} tensors, "
             f"{header.header_size}-byte header",
         )
@@ -55,19 +64,24 @@ def inspect_file(
     for name, justify in (("name", "left"), ("dtype", "left"), ("shape", "left")):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     table.add_column("bytes", justify="right")
-    for t in tensors:
+    for t in itertools.islice(tensors.values(), MAX_ROWS):
         table.add_row(
-            Text(t.name),
+            Text(printable(t.name, NAME_LIMIT)),
             Text(t.dtype_name),
-            Text("[" + ", ".join(str(d) for d in t.shape) + "]"),
+            Text(printable("[" + ", ".join(str(d) for d in t.shape) + "]", NAME_LIMIT)),
             Text(f"{t.nbytes:,}"),
         )
     if tensors:
         out.print(table)
+    if len(tensors) > MAX_ROWS:
+        out.print(Text(_more(len(tensors) - MAX_ROWS, "tensor"), style="dim"))
     if summary.metadata:
         out.print(Text("metadata", style="bold"))
-        for key, value in summary.metadata.items():
-            out.print(Text(f"  {key} = {value}"), soft_wrap=True)
+        for key, value in itertools.islice(summary.metadata.items(), MAX_ROWS):
+            line = f"  {printable(key, NAME_LIMIT)} = {printable(value, VALUE_LIMIT)}"
+            out.print(Text(line), soft_wrap=True)
+        if len(summary.metadata) > MAX_ROWS:
+            out.print(Text(_more(len(summary.metadata) - MAX_ROWS, "metadata key"), style="dim"))
     if layout is not None:
         kind = "one stacked tensor" if layout.stacked else "per-item tensors"
         masks = f", masks for {len(layout.masks)}" if layout.masks else ", no masks"
@@ -77,3 +91,7 @@ def inspect_file(
         out.print(Text(line, style="green"))
     else:
         out.print(Text(f"not an {FORMAT} dump: {problem}", style="yellow"), soft_wrap=True)
+
+
+def _more(n: int, what: str) -> str:
+    return f"… {n:,} more {what}{'' if n == 1 else 's'} not shown; --format json lists them all"

@@ -4,73 +4,72 @@ A safetensors file is an 8-byte little-endian header length ``N``, ``N`` bytes o
 (an object mapping tensor names to ``{"dtype", "shape", "data_offsets"}`` plus an optional
 ``__metadata__`` object of strings), then the tensor bytes. Offsets are relative to the end
 of the header. Every malformation is an :class:`~mmcli.errors.InputError` naming the file and
-the problem, so no caller ever sees a traceback or allocates what a corrupt header declares.
+the problem, so no caller ever sees a traceback or allocates what a corrupt header declares:
+every size the header declares is checked against what the file holds, and every name or
+value quoted back in a message is made printable and cut to a bounded length.
+
+The file is opened once (without blocking, so a FIFO cannot hang the reader) and, by
+:func:`open_safetensors`, kept open: tensor data is then read through that handle with
+positioned reads, never by reopening the path (which may since name another file).
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import re
-import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
-from mmcli.dtypes import BY_CODE
-from mmcli.errors import InputError
+from mmcli.dump.entries import (
+    TensorInfo,
+    as_dict,
+    fail,
+    parse_hook,
+    set_name,
+    snippet,
+    tensor_info,
+)
+from mmcli.dump.source import FileSource, open_file
+from mmcli.text import printable, quoted
+
+__all__ = [
+    "ABSURD_HEADER_BYTES",
+    "MAX_HEADER_BYTES",
+    "FileSource",
+    "Header",
+    "TensorInfo",
+    "natural_key",
+    "open_file",
+    "open_safetensors",
+    "read_header",
+]
 
 #: Headers larger than this are refused before reading them (the safetensors library's own cap).
 MAX_HEADER_BYTES = 100_000_000
 #: A declared header length at or above this is nonsense whatever the file size.
 ABSURD_HEADER_BYTES = 1 << 40
-#: Element counts or byte sizes at or above this cannot describe a real tensor.
-_MAX_SIZE = 1 << 62
-
-_HINT_CORRUPT = (
-    "the file is truncated or not a safetensors file; re-create it, e.g. with "
-    "safetensors.torch.save_file"
-)
-
-
-@dataclass(frozen=True)
-class TensorInfo:
-    """One tensor's header entry: where its bytes lie, relative to the start of the data."""
-
-    name: str
-    dtype: str
-    shape: tuple[int, ...]
-    begin: int
-    end: int
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes of data the tensor occupies."""
-        return self.end - self.begin
-
-    @property
-    def numel(self) -> int:
-        """Number of elements (1 for a scalar)."""
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
-
-    @property
-    def dtype_name(self) -> str:
-        """The readable dtype name, e.g. ``bfloat16`` for ``BF16``."""
-        return BY_CODE[self.dtype].name
 
 
 @dataclass(frozen=True)
 class Header:
-    """A validated safetensors header: the tensors in name order, the metadata, the layout."""
+    """A validated safetensors header: the tensors in name order, the metadata, the layout.
+
+    ``source`` is the open file the header was read from, when it was kept open
+    (:func:`open_safetensors`); tensor data is read through it.
+    """
 
     path: Path
     file_size: int
     header_size: int
     tensors: dict[str, TensorInfo]
     metadata: dict[str, str] = field(default_factory=dict)
+    source: FileSource | None = field(default=None, compare=False, repr=False)
 
     @property
     def data_start(self) -> int:
@@ -83,196 +82,193 @@ class Header:
         return self.file_size - self.data_start
 
 
-def natural_key(name: str) -> list[Any]:
-    """Sort key that puts ``x.2`` before ``x.10``."""
-    parts = re.split(r"(\d+)", name)
-    return [(0, int(p), "") if p.isdigit() else (1, 0, p) for p in parts]
+_DIGITS = re.compile(r"\d+")
 
 
-def _fail(path: Path, problem: str, hint: str = _HINT_CORRUPT) -> InputError:
-    return InputError(f"{path}: {problem}", hint=hint)
+def _number(match: re.Match[str]) -> str:
+    digits = match[0].lstrip("0") or "0"
+    return "\0" + (chr(0x100 + len(digits)) if len(digits) < 0xFE00 else "\uffff") + digits
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+_ONE_NUMBER = re.compile(r"(\D*)0*(\d{1,60000})")
 
 
-def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise ValueError(f"duplicate key {key!r}")
-        result[key] = value
-    return result
+def natural_key(name: str) -> str:
+    """Sort key that puts ``x.2`` before ``x.10``: each run of digits becomes a NUL (below any
+    text at that position), a character for its length, then the digits without leading
+    zeros, so plain string comparison (fast, in C) orders numbers by value."""
+    match = _ONE_NUMBER.fullmatch(name)  # the common ``prefix.N``, without a callback
+    if match is not None:
+        digits = match[2]
+        return f"{match[1]}\0{chr(0x100 + len(digits))}{digits}"
+    return _DIGITS.sub(_number, name)
+
+
+@contextmanager
+def _no_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector: parsing creates millions of acyclic containers,
+    and each collection would walk all of them again."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def read_header(path: str | os.PathLike[str]) -> Header:
-    """Read and validate the header of the safetensors file at ``path``; no tensor data is read."""
-    path = Path(path)
+    """Read and validate the header of the safetensors file at ``path``; no tensor data is read.
+
+    The file is closed again; :func:`open_safetensors` keeps it open for reading tensors.
+    """
+    source = open_file(path)
     try:
-        st = path.stat()
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file", hint="check the path") from None
-    if stat.S_ISDIR(st.st_mode):
-        raise InputError(
-            f"{path}: is a directory, not a safetensors file",
-            hint="give the path of a .safetensors file",
+        return _read(source, keep=False)
+    finally:
+        source.close()
+
+
+def open_safetensors(path: str | os.PathLike[str]) -> Header:
+    """:func:`read_header`, keeping the file open as the header's ``source`` (close it with
+    ``header.source.close()``)."""
+    source = open_file(path)
+    try:
+        return _read(source, keep=True)
+    except BaseException:
+        source.close()
+        raise
+
+
+def _read(source: FileSource, *, keep: bool) -> Header:
+    path, file_size = source.path, source.size
+    prefix = source.read(0, 8)
+    if len(prefix) < 8:
+        raise fail(
+            path,
+            f"file is {file_size} bytes, too short for the 8-byte header length of a "
+            "safetensors file",
         )
-    if not stat.S_ISREG(st.st_mode):
-        raise InputError(f"{path}: not a regular file", hint="give the path of a .safetensors file")
-    file_size = st.st_size
-    with path.open("rb") as f:
-        prefix = f.read(8)
-        if len(prefix) < 8:
-            raise _fail(
-                path,
-                f"file is {file_size} bytes, too short for the 8-byte header length of a "
-                "safetensors file",
-            )
-        n = int.from_bytes(prefix, "little")
-        if n == 0:
-            raise _fail(path, "header length is 0; a safetensors header is at least `{}`")
-        if n >= ABSURD_HEADER_BYTES:
-            raise _fail(path, f"header declares an absurd length of {n} bytes (>= 2^40)")
-        if 8 + n > file_size:
-            raise _fail(
-                path,
-                f"header declares {n} bytes but the file has only {file_size - 8} bytes after the "
-                "length field",
-            )
-        if n > MAX_HEADER_BYTES:
-            raise _fail(
-                path,
-                f"header declares {n} bytes, more than the {MAX_HEADER_BYTES}-byte limit for "
-                "safetensors headers",
-            )
-        raw = f.read(n)
+    n = int.from_bytes(prefix, "little")
+    if n == 0:
+        raise fail(path, "header length is 0; a safetensors header is at least `{}`")
+    if n >= ABSURD_HEADER_BYTES:
+        raise fail(path, f"header declares an absurd length of {n} bytes (>= 2^40)")
+    if 8 + n > file_size:
+        raise fail(
+            path,
+            f"header declares {n} bytes but the file has only {max(file_size - 8, 0)} bytes "
+            "after the length field",
+        )
+    if n > MAX_HEADER_BYTES:
+        raise fail(
+            path,
+            f"header declares {n} bytes, more than the {MAX_HEADER_BYTES}-byte limit for "
+            "safetensors headers",
+        )
+    raw = source.read(8, n)
     if len(raw) < n:
-        raise _fail(path, f"header declares {n} bytes but only {len(raw)} could be read")
+        raise fail(path, f"header declares {n} bytes but only {len(raw)} could be read")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise _fail(path, f"header is not UTF-8 (invalid byte at offset {8 + exc.start})") from None
+        raise fail(path, f"header is not UTF-8 (invalid byte at offset {8 + exc.start})") from None
+    del raw
+    data_size = file_size - 8 - n
+    with _no_gc():
+        doc = _parse(path, text, data_size)
+        del text
+        header = _validate(path, file_size, n, doc, data_size)
+    return (
+        Header(header.path, file_size, n, header.tensors, header.metadata, source)
+        if keep
+        else header
+    )
+
+
+def _parse(path: Path, text: str, data_size: int) -> Any:
     try:
-        doc = json.loads(text, object_pairs_hook=_reject_duplicates)
+        doc = json.loads(text, object_pairs_hook=parse_hook(data_size))
     except json.JSONDecodeError as exc:
-        raise _fail(
+        raise fail(
             path, f"header is not valid JSON: {exc.msg} at header offset {exc.pos}"
         ) from None
-    except (ValueError, RecursionError) as exc:
-        raise _fail(path, f"header is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise fail(path, "header is not valid JSON: nested too deeply") from None
+    except ValueError as exc:
+        problem = str(exc)
+        if "Exceeds the limit" in problem:  # int("9" * 5000)
+            problem = "an integer with too many digits"
+        raise fail(path, f"header is not valid JSON: {printable(problem)}") from None
+    if isinstance(doc, TensorInfo):
+        doc = as_dict(doc)
     if not isinstance(doc, dict):
-        raise _fail(path, f"header is a JSON {type(doc).__name__}, not an object")
-    return _validate(path, file_size, n, doc)
+        raise fail(path, f"header is a JSON {type(doc).__name__}, not an object")
+    return doc
 
 
-def _validate(path: Path, file_size: int, header_size: int, doc: dict[str, Any]) -> Header:
-    data_size = file_size - 8 - header_size
+def _validate(
+    path: Path, file_size: int, header_size: int, doc: dict[str, Any], data_size: int
+) -> Header:
     metadata: dict[str, str] = {}
     raw_meta = doc.pop("__metadata__", None)
+    if isinstance(raw_meta, TensorInfo):
+        raw_meta = as_dict(raw_meta)
     if raw_meta is not None:
         if not isinstance(raw_meta, dict):
-            raise _fail(
+            raise fail(
                 path,
                 f"__metadata__ is a JSON {type(raw_meta).__name__}, expected an object of strings",
                 "safetensors metadata maps strings to strings; convert values with str()",
             )
         for key, value in raw_meta.items():
             if not isinstance(value, str):
-                raise _fail(
+                if isinstance(value, TensorInfo):
+                    value = as_dict(value)
+                raise fail(
                     path,
-                    f"__metadata__[{key!r}] is a JSON {type(value).__name__} "
-                    f"({json.dumps(value)}), expected a string",
+                    f"__metadata__[{quoted(key)}] is a JSON {type(value).__name__} "
+                    f"({snippet(value)}), expected a string",
                     "safetensors metadata maps strings to strings; convert values with str()",
                 )
             metadata[key] = value
-    tensors: dict[str, TensorInfo] = {}
+    tensors: list[TensorInfo] = []
     for name, entry in doc.items():
-        tensors[name] = _tensor_info(path, name, entry, data_size)
-    ordered = sorted(tensors.values(), key=lambda t: (t.begin, t.end))
+        if type(entry) is TensorInfo and not entry.name:
+            set_name(entry, name)
+            tensors.append(entry)
+        else:
+            tensors.append(tensor_info(path, name, entry, data_size))
+    doc.clear()
+    tensors.sort(key=attrgetter("begin", "end"))
     position = 0
     previous: TensorInfo | None = None
-    for info in ordered:
+    for info in tensors:
         if info.begin < position and previous is not None:
-            raise _fail(
+            raise fail(
                 path,
-                f"tensor {info.name!r} (bytes {info.begin}..{info.end}) overlaps tensor "
-                f"{previous.name!r} (bytes {previous.begin}..{previous.end})",
+                f"tensor {quoted(info.name)} (bytes {info.begin}..{info.end}) overlaps tensor "
+                f"{quoted(previous.name)} (bytes {previous.begin}..{previous.end})",
             )
         if info.begin > position:
-            raise _fail(
+            raise fail(
                 path,
-                f"{info.begin - position} unused bytes before tensor {info.name!r} "
+                f"{info.begin - position} unused bytes before tensor {quoted(info.name)} "
                 f"(data offsets {position}..{info.begin}); safetensors data must be contiguous",
             )
         position = info.end
         previous = info
     if position != data_size:
-        raise _fail(
+        raise fail(
             path,
             f"tensors cover {position} bytes of data but the file holds {data_size} bytes after "
             "the header",
         )
+    tensors.sort(key=lambda t: natural_key(t.name))
     return Header(
         path=path,
         file_size=file_size,
         header_size=header_size,
-        tensors=dict(sorted(tensors.items(), key=lambda kv: natural_key(kv[0]))),
+        tensors={t.name: t for t in tensors},
         metadata=metadata,
     )
-
-
-def _tensor_info(path: Path, name: str, entry: Any, data_size: int) -> TensorInfo:
-    where = f"tensor {name!r}"
-    if not isinstance(entry, dict):
-        raise _fail(path, f"{where} is a JSON {type(entry).__name__}, expected an object")
-    missing = [k for k in ("dtype", "shape", "data_offsets") if k not in entry]
-    if missing:
-        raise _fail(path, f"{where} lacks {', '.join(missing)}")
-    dtype = entry["dtype"]
-    if not isinstance(dtype, str) or dtype not in BY_CODE:
-        raise _fail(
-            path,
-            f"{where} has unknown dtype {json.dumps(dtype)}",
-            f"known dtypes: {', '.join(BY_CODE)}",
-        )
-    shape = entry["shape"]
-    if not isinstance(shape, list) or not all(_is_int(d) and d >= 0 for d in shape):
-        raise _fail(
-            path, f"{where} has shape {json.dumps(shape)}; expected a list of non-negative integers"
-        )
-    numel = 1
-    for d in shape:
-        numel *= d
-        if numel >= _MAX_SIZE:
-            raise _fail(path, f"{where} has shape {shape} whose element count overflows")
-    offsets = entry["data_offsets"]
-    if (
-        not isinstance(offsets, list)
-        or len(offsets) != 2
-        or not all(_is_int(o) and o >= 0 for o in offsets)
-    ):
-        raise _fail(
-            path,
-            f"{where} has data_offsets {json.dumps(offsets)}; expected [begin, end], two "
-            "non-negative integers",
-        )
-    begin, end = offsets
-    if end < begin:
-        raise _fail(path, f"{where} has data_offsets [{begin}, {end}]: end before begin")
-    if end > data_size:
-        raise _fail(
-            path,
-            f"{where} has data_offsets [{begin}, {end}] past the end of the data "
-            f"({data_size} bytes after the header)",
-        )
-    bits = numel * BY_CODE[dtype].bits
-    if bits % 8:
-        raise _fail(path, f"{where}: {numel} elements of {dtype} do not fill whole bytes")
-    if bits // 8 != end - begin:
-        raise _fail(
-            path,
-            f"{where} has shape {shape} of {dtype} ({bits // 8} bytes) but data_offsets "
-            f"[{begin}, {end}] span {end - begin} bytes",
-        )
-    return TensorInfo(name=name, dtype=dtype, shape=tuple(shape), begin=begin, end=end)

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import os
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from json.encoder import encode_basestring_ascii
+from typing import Any, TextIO
 
 from mmcli.dump.safetensors import Header, TensorInfo, read_header
 from mmcli.dump.schema import KNOWN_METADATA, DumpLayout, check_schema
 from mmcli.errors import InputError
+from mmcli.text import printable
 
 
 @dataclass(frozen=True)
@@ -26,14 +30,9 @@ class FileSummary:
         return list(self.header.tensors.values())
 
     def to_json(self) -> dict[str, Any]:
-        """The ``inspect --format json`` document."""
-        layout = self.layout
-        return {
-            "path": str(self.header.path),
-            "file_size": self.header.file_size,
-            "header_bytes": self.header.header_size,
-            "data_bytes": self.header.data_bytes,
-            "tensors": [
+        """The ``inspect --format json`` document (:meth:`write_json` streams it)."""
+        return self._document(
+            lambda: [
                 {
                     "name": t.name,
                     "dtype": t.dtype_name,
@@ -43,7 +42,17 @@ class FileSummary:
                     "data_offsets": [t.begin, t.end],
                 }
                 for t in self.tensors
-            ],
+            ]
+        )
+
+    def _document(self, tensors: Callable[[], list[dict[str, Any]]]) -> dict[str, Any]:
+        layout = self.layout
+        return {
+            "path": str(self.header.path),
+            "file_size": self.header.file_size,
+            "header_bytes": self.header.header_size,
+            "data_bytes": self.header.data_bytes,
+            "tensors": tensors(),
             "metadata": self.metadata,
             "dump": {
                 "follows_schema": layout is not None,
@@ -56,8 +65,56 @@ class FileSummary:
             "exit_code": 0,
         }
 
+    def write_json(self, out: TextIO) -> None:
+        """Write :meth:`to_json` as ``json.dumps(..., indent=2)`` would, plus a newline, but
+        tensor by tensor: a header of a million tensors needs no million-entry document in
+        memory, nor the pure-Python indenting encoder's time."""
+        doc = self.to_json_without_tensors()
+        marker = "\u0000tensors\u0000"
+        doc["tensors"] = marker
+        head, tail = json.dumps(doc, indent=2).split(json.dumps(marker), 1)
+        out.write(head + "[")
+        batch: list[str] = []
+        first = True
+        for chunk in self._tensor_chunks():
+            if not first:
+                batch.append(",")
+            batch.append(chunk)
+            first = False
+            if len(batch) >= 8192:
+                out.write("".join(batch))
+                batch.clear()
+        out.write("".join(batch) + ("\n  ]" if not first else "]") + tail + "\n")
+        out.flush()
 
-def summarize(path: Path) -> FileSummary:
+    def to_json_without_tensors(self) -> dict[str, Any]:
+        """:meth:`to_json` with an empty tensor list."""
+        return {**self._document(lambda: []), "tensors": []}
+
+    def _tensor_chunks(self) -> Iterator[str]:
+        """Each tensor's object as ``json.dumps(indent=2)`` lays it out inside the document
+        (each line indented by 4 more spaces; lists one element a line)."""
+        quote = encode_basestring_ascii  # json.dumps of a str, without its per-call overhead
+        codes: dict[str, str] = {}
+        for t in self.header.tensors.values():
+            dtype = codes.get(t.dtype)
+            if dtype is None:
+                dtype = codes[t.dtype] = (
+                    f'"dtype": {quote(t.dtype_name)},\n      "safetensors_dtype": {quote(t.dtype)}'
+                )
+            shape = (
+                "[\n" + ",\n".join([f"        {d}" for d in t.shape]) + "\n      ]"
+                if t.shape
+                else "[]"
+            )
+            yield (
+                f'\n    {{\n      "name": {quote(t.name)},\n      {dtype},\n      "shape": {shape},'
+                f'\n      "bytes": {t.end - t.begin},\n      "data_offsets": [\n        {t.begin},'
+                f"\n        {t.end}\n      ]\n    }}"
+            )
+
+
+def summarize(path: str | os.PathLike[str]) -> FileSummary:
     """Read ``path``'s header (InputError if it is not a valid safetensors file) and judge it."""
     header = read_header(path)
     # safetensors stores metadata in no particular order: known keys first, then the rest.
@@ -68,4 +125,5 @@ def summarize(path: Path) -> FileSummary:
     try:
         return FileSummary(header, metadata, check_schema(header), None)
     except InputError as exc:
-        return FileSummary(header, metadata, None, exc.message.removeprefix(f"{header.path}: "))
+        where = printable(str(header.path))
+        return FileSummary(header, metadata, None, exc.message.removeprefix(f"{where}: "))

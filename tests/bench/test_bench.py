@@ -358,3 +358,17 @@ def test_threads_are_bounded_by_the_usable_cpus() -> None:
     assert bench.BenchOptions.parse(device="cpu", threads=cpus).threads == cpus
     with pytest.raises(bench.options.InputError, match="--threads must be at most"):
         bench.BenchOptions.parse(device="cpu", threads=cpus + 1)
+
+
+def test_from_a_float8_dump_is_refused_unless_converted(tmp_path: Path) -> None:
+    from safetensors.torch import save_file
+
+    path = tmp_path / "f8.safetensors"
+    items = {"mm_embeddings.0": torch.zeros(4, 8).to(torch.float8_e4m3fn)}
+    save_file(items, str(path), metadata={"format": "mm_dump", "format_version": "1"})
+    runner = CliRunner()
+    result = runner.invoke(app, ["bench", "--from", str(path), "--quick"])
+    assert result.exit_code == 2
+    assert "item 0 is float8_e4m3fn" in result.stderr
+    converted = runner.invoke(app, ["bench", "--from", str(path), "--quick", "--dtype", "bf16"])
+    assert converted.exit_code == 0, converted.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import struct
 from collections.abc import Callable
 from pathlib import Path
@@ -386,3 +387,148 @@ def test_cuda_findings_match_cpu(tmp_path: Path) -> None:
     result = run(path, "--device", "cuda", "--format", "json")
     gpu = json.loads(result.stdout)
     assert cpu["files"][0]["findings"] == gpu["files"][0]["findings"]
+
+
+# -- one file's failure is that file's error: the others are still checked (issue 13) --------
+
+
+def _three_good(tmp_path: Path) -> Path:
+    root = tmp_path / "dumps"
+    root.mkdir()
+    for name in ("a", "b", "c"):
+        dump(root / f"{name}.safetensors")
+    return root
+
+
+def test_permission_denied_file_is_isolated(tmp_path: Path, monkeypatch: Any) -> None:
+    import os as os_module
+
+    from mmcli.dump import safetensors
+
+    root = _three_good(tmp_path)
+    real_open = os_module.open
+
+    def fake_open(path: Any, flags: int, *args: Any) -> int:
+        if str(path).endswith("b.safetensors"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(safetensors.os, "open", fake_open)
+    result = run(str(root), "--device", "cpu")
+    assert result.exit_code == 2
+    lines = result.stderr.splitlines()
+    assert len(lines) == 2 and "b.safetensors: cannot read: Permission denied" in lines[0]
+    assert "a.safetensors  ok" in result.stdout and "c.safetensors  ok" in result.stdout
+    code, doc = run_json(str(root))
+    assert code == doc["exit_code"] == 2
+    assert [f["status"] for f in doc["files"]] == ["ok", "error", "ok"]
+    assert "Permission denied" in doc["files"][1]["error"]["message"]
+
+
+def test_internal_error_in_one_file_is_isolated(tmp_path: Path, monkeypatch: Any) -> None:
+    """A bug met in one file is that file's error (exit 3, the worst code); the others are
+    checked and the JSON document is still printed."""
+    from mmcli.embeddings.diagnosis.state import Diagnosis
+
+    root = _three_good(tmp_path)
+    real_check = Diagnosis.check
+    calls = {"n": 0}
+
+    def flaky(self: Any, *args: Any, **kwargs: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 4:  # the first item of the second file
+            raise RuntimeError("boom")
+        return real_check(self, *args, **kwargs)
+
+    monkeypatch.delenv("MMCLI_DEBUG", raising=False)
+    monkeypatch.setattr(Diagnosis, "check", flaky)
+    code, doc = run_json(str(root))
+    assert code == doc["exit_code"] == 3
+    assert [f["status"] for f in doc["files"]] == ["ok", "error", "ok"]
+    assert (
+        "internal error (a bug in mmcli): RuntimeError: boom"
+        in (doc["files"][1]["error"]["message"])
+    )
+
+
+def test_unreadable_subdirectory_is_reported(tmp_path: Path, monkeypatch: Any) -> None:
+    import os as os_module
+
+    root = _three_good(tmp_path)
+    (root / "locked").mkdir()
+    dump(root / "locked" / "d.safetensors")
+    real_scandir = os_module.scandir
+
+    def fake_scandir(path: Any) -> Any:
+        if str(path).endswith("locked"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr("mmcli.check_embeddings.os.scandir", fake_scandir)
+    result = run(str(root), "--device", "cpu")
+    assert result.exit_code == 2, result.stdout
+    lines = result.stderr.splitlines()
+    assert len(lines) == 2
+    assert "locked: cannot read directory: Permission denied" in lines[0]
+    assert "4 files" in result.stdout and "(1 could not be read)" in result.stdout
+    code, doc = run_json(str(root))
+    assert code == 2 and len(doc["files"]) == 4
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root reads anything")
+def test_unreadable_subdirectory_for_real(tmp_path: Path) -> None:
+    root = _three_good(tmp_path)
+    locked = root / "locked"
+    locked.mkdir()
+    locked.chmod(0)
+    try:
+        result = run(str(root), "--device", "cpu")
+    finally:
+        locked.chmod(0o755)
+    assert result.exit_code == 2 and "cannot read directory" in result.stderr
+
+
+def test_items_table_matches_rich(tmp_path: Path) -> None:
+    """The items table laid out without Rich is the table Rich lays out."""
+    import io
+
+    from rich.console import Console
+
+    from mmcli.check_embeddings import check_file
+    from mmcli.cli import check_embeddings as cli
+
+    path = dump(tmp_path / "d.safetensors", masks=with_mask(1, torch.ones(4, dtype=torch.bool)))
+    report = check_file(path, device=torch.device("cpu"))
+    lines = cli._Lines()
+    lines.plain, lines.pending = True, []
+    cli._items(lines, report)
+    rows = [line.split() for line in lines.pending]
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=200, color_system=None)
+    worst = {s.index: report.item_status(s.index) for s in report.items}
+    table_rows = [
+        [
+            str(s.index),
+            "[" + ", ".join(str(d) for d in s.shape) + "]",
+            s.dtype,
+            "-" if s.num_placeholders is None else str(s.num_placeholders),
+            "-" if s.num_embeds is None else str(s.num_embeds),
+            "-" if s.finite is None else ("yes" if s.finite else "no"),
+            worst[s.index],
+        ]
+        for s in report.items
+    ]
+    console.print(cli._items_table(table_rows))
+    assert lines.pending == buffer.getvalue().splitlines()
+    assert rows[0][0] == "item"
+
+
+def test_ten_thousand_files_do_not_leak_descriptors(tmp_path: Path) -> None:
+    from mmcli.check_embeddings import check_file
+
+    path = dump(tmp_path / "d.safetensors")
+    before = len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else 0
+    for _ in range(300):
+        check_file(path, device=torch.device("cpu"))
+    after = len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else 0
+    assert after <= before + 2

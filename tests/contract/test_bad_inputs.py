@@ -248,9 +248,9 @@ SCHEMA_CASES: dict[str, tuple[bytes, str]] = {
         raw({"__metadata__": {"format": "pt"}, "mm_embeddings.0": ITEM}, ITEM_DATA),
         "metadata format='pt', expected 'mm_dump'",
     ),
-    "metadata-format-version-2": (
-        raw({"__metadata__": {**META, "format_version": "2"}, "mm_embeddings.0": ITEM}, ITEM_DATA),
-        "mm_dump format_version '2' is not supported",
+    "metadata-format-version-3": (
+        raw({"__metadata__": {**META, "format_version": "3"}, "mm_embeddings.0": ITEM}, ITEM_DATA),
+        "mm_dump format_version '3' is not supported",
     ),
     "metadata-hidden-size-not-integer": (
         raw({"__metadata__": {**META, "hidden_size": "4k"}, "mm_embeddings.0": ITEM}, ITEM_DATA),

@@ -73,7 +73,7 @@ def test_write_is_atomic(tmp_path: Path) -> None:
     dump_encoder_outputs(path, [rand(2, 2)])
     before = path.read_bytes()
     with pytest.raises(InputError):
-        dump_encoder_outputs(path, [rand(2, 2), "not a tensor"])
+        dump_encoder_outputs(path, [rand(2, 2)], item_counts=[2])
     with pytest.raises(InputError):
         dump_encoder_outputs(path, [rand(2, 2)], model=object())
     assert path.read_bytes() == before
@@ -88,8 +88,9 @@ def test_write_errors(tmp_path: Path) -> None:
         dump_encoder_outputs(tmp_path / "d.safetensors", [rand(2, 2)], format="x")
     with pytest.raises(InputError, match="is not a directory"):
         dump_encoder_outputs(tmp_path / "nope" / "d.safetensors", [rand(2, 2)])
-    with pytest.raises(InputError, match="got dict"):
-        dump_encoder_outputs(tmp_path / "d.safetensors", {"a": rand(2, 2)})
+    # v2: a non-tensor return is recorded (its type), not refused
+    written = dump_encoder_outputs(tmp_path / "d.safetensors", {"a": rand(2, 2)})
+    assert load_dump(written).metadata["encoder_return_type"] == "dict"
 
 
 def schema_error(tmp_path: Path, tensors: dict[str, torch.Tensor], **meta: str) -> str:
@@ -130,8 +131,8 @@ def test_schema_gaps_and_mixtures(tmp_path: Path) -> None:
 def test_schema_metadata(tmp_path: Path) -> None:
     t = {"mm_embeddings.0": rand(2, 2)}
     assert schema_error(tmp_path, t, format="other").startswith("metadata format='other'")
-    assert "format_version '2' is not supported" in schema_error(
-        tmp_path, t, format="mm_dump", format_version="2"
+    assert "format_version '3' is not supported" in schema_error(
+        tmp_path, t, format="mm_dump", format_version="3"
     )
     assert schema_error(tmp_path, t, hidden_size="big") == (
         "metadata hidden_size='big' is not an integer >= 1"
@@ -191,3 +192,64 @@ def test_unsupported_dtype_is_refused(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="complex128, which a dump cannot hold"):
         dump_encoder_outputs(tmp_path / "c.safetensors", [torch.ones(2, 2, dtype=torch.complex128)])
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_dump_is_read_through_the_handle_it_was_opened_with(tmp_path: Path) -> None:
+    """Issue 13: the path is opened once. A FIFO renamed over it mid-run would block a reader
+    that reopened the path; this one never looks at the path again."""
+    import os
+
+    items = [rand(4, 4), rand(3, 4), rand(2, 4)]
+    path = dump_encoder_outputs(tmp_path / "d.safetensors", items)
+    with load_dump(path) as dump:
+        first = dump.embedding(0)
+        fifo = tmp_path / "fifo"
+        os.mkfifo(fifo)
+        os.replace(fifo, path)  # the path now names a FIFO nobody writes to
+        assert torch.equal(first, items[0])
+        assert torch.equal(dump.embedding(2), items[2])
+        assert torch.equal(dump.embedding(1), items[1])
+    with pytest.raises(InputError, match="the dump was closed"):
+        dump.embedding(0)
+    with pytest.raises(InputError, match="not a regular file"):
+        load_dump(path)  # opening the FIFO itself does not block either
+
+
+def test_a_read_larger_than_memory_is_refused_before_allocating(tmp_path: Path) -> None:
+    import json
+    import struct
+
+    from mmcli.devices import available_bytes
+
+    free = available_bytes(torch.device("cpu")) or 0
+    rows = (free + (1 << 30)) // 4096 + 1
+    header = json.dumps(
+        {
+            "mm_embeddings.0": {
+                "dtype": "F32",
+                "shape": [rows, 1024],
+                "data_offsets": [0, rows * 4096],
+            }
+        }
+    ).encode()
+    path = tmp_path / "huge.safetensors"
+    with path.open("wb") as f:  # sparse: nothing is written
+        f.write(struct.pack("<Q", len(header)) + header)
+        f.truncate(8 + len(header) + rows * 4096)
+    dump = load_dump(path)
+    with pytest.raises(InputError, match="but only .* is available"):
+        dump.embedding(0)
+
+
+def test_names_in_messages_are_printable_and_short(tmp_path: Path) -> None:
+    import json
+    import struct
+
+    name = "\x1b[2J" + "x" * (1 << 20)
+    body = json.dumps({name: {"dtype": "F99", "shape": [], "data_offsets": [0, 0]}}).encode()
+    path = tmp_path / "n.safetensors"
+    path.write_bytes(struct.pack("<Q", len(body)) + body)
+    with pytest.raises(InputError) as caught:
+        read_header(path)
+    message = caught.value.message
+    assert "\x1b" not in message and "\\x1b[2J" in message and len(message) < 1000

@@ -133,7 +133,9 @@ def test_bad_shape(tmp_path: Path, shape: Any) -> None:
 
 def test_overflowing_shape(tmp_path: Path) -> None:
     path = raw(tmp_path / "s.safetensors", {"t": entry(shape=[2**40, 2**40])}, b"\0" * 8)
-    assert problem(path) == f"tensor 't' has shape {[2**40, 2**40]} whose element count overflows"
+    assert problem(path).startswith(
+        f"tensor 't' has shape {[2**40, 2**40]} whose element count overflows"
+    )
 
 
 @pytest.mark.parametrize("offsets", [[0], [0, 8, 9], "0,8", [0, -8], [0.0, 8]])
@@ -186,3 +188,34 @@ def test_directory_and_missing(tmp_path: Path) -> None:
     directory.mkdir()
     assert problem(directory) == "is a directory, not a safetensors file"
     assert problem(tmp_path / "missing.safetensors") == "no such file"
+
+
+def test_printable_escapes_and_elides() -> None:
+    from mmcli.text import printable, quoted
+
+    assert printable("a\x1b[2Jb\nc\r\t\x9b\u202e\u2028\udcff é") == (
+        "a\\x1b[2Jb\\nc\\r\\t\\x9b\\u202e\\u2028\\udcff é"
+    )
+    long = printable("x" * (1 << 20), 60)
+    assert len(long) < 100 and "characters left out" in long
+    assert quoted("mm_embeddings.0") == "'mm_embeddings.0'"
+    assert printable("plain", None) == "plain"
+    printable("\udcff" * 10).encode("ascii")  # always encodable
+
+
+def test_natural_key_orders_numbers_by_value() -> None:
+    from mmcli.dump.safetensors import natural_key
+
+    names = ["x.10.w", "x.2.w", "a10", "a2", "a01", "a1", "a", "ab", "a1b", "x" + "9" * 70_000]
+    assert sorted(names, key=natural_key) == [
+        "a",
+        "a01",
+        "a1",
+        "a1b",
+        "a2",
+        "a10",
+        "ab",
+        "x" + "9" * 70_000,
+        "x.2.w",
+        "x.10.w",
+    ]
