@@ -1,56 +1,157 @@
-"""README stays true: its Python example runs, and every `$ mmcli …` example, run against
-samples/, prints what the README shows (lines with timings excepted)."""
+"""The documentation stays true: README.md and every docs/*.md page.
+
+* Every ``$ mmcli …`` example in a ``console`` block is run from the repository root and its
+  output (stdout, then stderr) must equal the documented lines, one for one, table rows
+  included. Only timing figures are masked, each at a known position (see ``normalise``). An
+  example followed by ``$ echo $?`` must exit with the code shown; any other must exit 0 or 1.
+* Every ``python`` block runs. A command shown without output (an ``sh`` block, no ``$``
+  prompt: one that needs a machine or files the suite does not have) must at least parse.
+* Every registered command has a docs page with a heading naming it and an example under it.
+"""
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import shlex
 import subprocess
 import sys
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+DOCS = ROOT / "docs"
+PAGES = [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
 
-# Lines whose numbers are measurements, different on every run.
-VOLATILE = re.compile(
-    r"\d(\.\d+)?\s?(ms|µs|us|s|GB/s|MB/s|×|x)\b"
-    r"|\"(load|check|scatter|gather|median_us|iqr_us|gbps|copy_fraction|"
-    r"speedup_vs_reference|torch_version|mmcli_version)\":"
-    r"|\bmmcli \d+\.\d+"
-)
+FENCE = re.compile(r"^```(\S*)[ \t]*(\S*)\n(.*?)^```$", flags=re.S | re.M)
+HEADING = re.compile(r"^(#{1,6}) (.+)$", flags=re.M)
+PROMPT = "$ "
+ECHO_STATUS = "echo $?"
 
 
-def _blocks(lang: str) -> list[str]:
-    return re.findall(rf"```{lang}\n(.*?)```", README, flags=re.S)
+def rel(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix()
 
 
-def _examples(lang: str = "console") -> list[tuple[str, list[str]]]:
-    examples: list[tuple[str, list[str]]] = []
-    for block in _blocks(lang):
-        command: str | None = None
-        output: list[str] = []
-        for line in block.splitlines():
-            if line.startswith("$ "):
-                if command is not None:
-                    examples.append((command, output))
-                command, output = line[2:], []
-            elif command is not None:
-                output.append(line)
-        if command is not None:
-            examples.append((command, output))
+@dataclass(frozen=True)
+class Example:
+    """One ``$ mmcli …`` line of a console block and the output documented under it."""
+
+    page: str
+    line: int
+    heading: str
+    command: str
+    output: tuple[str, ...]
+    exit_code: int | None  # from a following ``$ echo $?``, when there is one
+
+    @property
+    def argv(self) -> list[str]:
+        return shlex.split(self.command)
+
+    @property
+    def id(self) -> str:
+        return f"{self.page}:{self.line} {self.command.removeprefix('mmcli ')}"[:90]
+
+
+@dataclass(frozen=True)
+class Block:
+    page: str
+    line: int  # line of the opening fence
+    lang: str
+    source: str  # a file the block quotes: ```toml samples/kv/toy.toml
+    text: str
+    heading: str
+
+
+def headings(text: str) -> list[re.Match[str]]:
+    """The page's headings, not counting ``#`` lines inside fenced blocks (comments)."""
+    fenced = [m.span() for m in FENCE.finditer(text)]
+    return [m for m in HEADING.finditer(text) if not any(a <= m.start() < b for a, b in fenced)]
+
+
+def blocks(page: Path) -> Iterator[Block]:
+    text = page.read_text(encoding="utf-8")
+    titles = [(m.start(), m.group(2)) for m in headings(text)]
+    for m in FENCE.finditer(text):
+        heading = next((h for pos, h in reversed(titles) if pos < m.start()), "")
+        line = text.count("\n", 0, m.start()) + 1
+        yield Block(rel(page), line, m.group(1), m.group(2), m.group(3), heading)
+
+
+def parse_console(block: Block) -> list[Example]:
+    """Split a console block into examples: a ``$`` line, then its output up to the next one."""
+    examples: list[Example] = []
+    current: tuple[int, str, list[str]] | None = None
+
+    def close(exit_code: int | None = None) -> None:
+        nonlocal current
+        if current is not None:
+            number, command, output = current
+            examples.append(
+                Example(block.page, number, block.heading, command, tuple(output), exit_code)
+            )
+        current = None
+
+    lines = block.text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        number = block.line + 1 + i
+        if line.startswith(PROMPT) and line[len(PROMPT) :] == ECHO_STATUS:
+            assert current is not None, f"{block.page}:{number}: `$ echo $?` follows no command"
+            assert i + 1 < len(lines) and lines[i + 1].isdigit(), (
+                f"{block.page}:{number}: `$ echo $?` must be followed by the exit code"
+            )
+            close(int(lines[i + 1]))
+            i += 2
+            continue
+        if line.startswith(PROMPT):
+            close()
+            current = (number, line[len(PROMPT) :], [])
+        else:
+            assert current is not None, f"{block.page}:{number}: output before any `$` line"
+            current[2].append(line)
+        i += 1
+    close()
     return examples
 
 
-def _run(command: str) -> subprocess.CompletedProcess[str]:
+def all_blocks() -> list[Block]:
+    return [b for page in PAGES for b in blocks(page)]
+
+
+def all_examples() -> list[Example]:
+    return [e for b in all_blocks() if b.lang == "console" for e in parse_console(b)]
+
+
+EXAMPLES = all_examples()
+PYTHON_BLOCKS = [b for b in all_blocks() if b.lang == "python"]
+
+
+# --- running ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Run:
+    returncode: int
+    lines: tuple[str, ...]  # stdout, then stderr
+    stderr: str
+
+
+def execute(command: str) -> Run:
+    """Run a documented command the way a reader would, from the repository root."""
     argv = shlex.split(command)
-    assert argv[0] == "mmcli", f"README example does not start with mmcli: {command}"
+    assert argv[0] == "mmcli", f"an example must start with mmcli: {command}"
+    assert not {"|", ">", ">>", "<", "&&", ";", "2>&1"} & set(argv), f"no shell syntax: {command}"
     env = {**os.environ, "COLUMNS": "100", "NO_COLOR": "1", "TERM": "dumb"}
-    env.pop("MMCLI_DEBUG", None)
-    return subprocess.run(
+    for name in ("MMCLI_DEBUG", "FORCE_COLOR"):
+        env.pop(name, None)
+    proc = subprocess.run(
         [sys.executable, "-m", "mmcli", *argv[1:]],
         cwd=ROOT,
         env=env,
@@ -59,50 +160,393 @@ def _run(command: str) -> subprocess.CompletedProcess[str]:
         timeout=120,
         check=False,
     )
+    return Run(proc.returncode, tuple((proc.stdout + proc.stderr).splitlines()), proc.stderr)
 
 
-def test_readme_python_examples_run() -> None:
-    for block in _blocks("python"):
-        exec(compile(block, "README.md", "exec"), {})  # noqa: S102
+# Each distinct command runs once; the examples selected for a session are started together,
+# as many at a time as there are CPUs (their timings are masked, so sharing them is harmless).
+_POOL = ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2))
+_RUNS: dict[str, Future[Run]] = {}
 
 
-def test_readme_documents_every_command() -> None:
+def start(command: str) -> Future[Run]:
+    if command not in _RUNS:
+        _RUNS[command] = _POOL.submit(execute, command)
+    return _RUNS[command]
+
+
+def run(command: str) -> Run:
+    return start(command).result()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _start_selected_examples(request: pytest.FixtureRequest) -> Iterator[None]:
+    selected = [
+        item.callspec.params["example"]
+        for item in request.session.items
+        if isinstance(item, pytest.Function)
+        and hasattr(item, "callspec")
+        and isinstance(item.callspec.params.get("example"), Example)
+    ]
+    for example in sorted(selected, key=lambda e: e.argv[1] != "bench"):  # longest first
+        start(example.command)
+    yield
+    _POOL.shutdown(cancel_futures=True)
+
+
+# --- masking: timing figures only, each at a known position -------------------------------
+#
+# Each pattern matches one kind of line whole and names the figures it masks: groups named
+# ``t…`` are timings (or figures computed from timings); the rest of the line is compared as
+# is. No other line is touched, so a kv-share or inspect table is compared cell for cell.
+
+MASK = "#"
+FIG = r"(?:\d[\d,]*(?:\.\d+)?|–)"  # a figure as a table prints it: 1,234 / 0.12 / –
+JSON_NUM = r"(?:-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|null)"
+
+# check-embeddings: "  timings on cpu: load 1.5 ms  check 1.6 ms  scatter 0.0 ms  gather 0.0 ms"
+CHECK_TIMINGS = re.compile(
+    r"^  timings on \S+: load (?P<t1>\d+\.\d) ms  check (?P<t2>\d+\.\d) ms  "
+    r"scatter (?P<t3>\d+\.\d) ms  gather (?P<t4>\d+\.\d) ms$"
+)
+# check-embeddings --format json: the four entries of each "timings_ms" object.
+CHECK_JSON_TIMINGS_START = re.compile(r'^\s*"timings_ms": \{$')
+CHECK_JSON_TIMING = re.compile(rf'^\s*"(?:load|check|scatter|gather)": (?P<t>{JSON_NUM}),?$')
+
+# bench table row: op, impl, layout, rows, then time µs, IQR µs, GB/s, of copy, speedup (all
+# timings), then on CUDA the syncs column (a count: kept). Column widths follow the timings,
+# so the header, the rule and the rows are compared with their runs of spaces collapsed.
+BENCH_ROW = re.compile(
+    rf"^(?:scatter|gather) +(?:reference|fast) +(?:item \d+|[a-z]+) +\d+→\d+ +"
+    rf"(?P<t1>{FIG}) +(?P<t2>{FIG}) +(?P<t3>{FIG}) +(?P<t4>{FIG})% +(?P<t5>{FIG})×"
+    r"(?: +(?:\d+|–))?$"
+)
+BENCH_HEADER = re.compile(
+    r"^op +impl +layout +rows +time µs +IQR µs +GB/s +of copy +speedup(?: +syncs)?$"
+)
+BENCH_RULE = re.compile(r"^(?P<t>─+)$")
+BENCH_SUMMARY = re.compile(
+    rf"^[a-z]+ (?:scatter|gather): (?P<t1>{FIG})× the reference's speed, (?P<t2>{FIG})× a "
+    r"copy's time \(geometric means, \d+ cases?\)$"
+)
+BENCH_JSON_TIMING = re.compile(
+    r'^\s*"(?:median_us|iqr_us|gbps|copy_fraction|speedup_vs_reference|copy_us|'
+    rf'geomean_speedup_vs_reference|geomean_time_vs_copy|geomean_copy_fraction)": (?P<t>{JSON_NUM})'
+    r",?$"
+)
+# Not a timing, but the environment's: the torch build the suite runs on (TORCH_SPEC).
+BENCH_TORCH = re.compile(
+    r"^(?:mmcli bench · .* · torch (?P<t>\S+) · \d+ threads?"
+    r'|\s*"torch_version": "(?P<t2>[^"]*)",?)$'
+)
+# Whether a timing's spread is reported as noisy depends on the machine's load at the time:
+# these lines (on stderr, and in the JSON "warnings" list) are dropped before comparing.
+BENCH_NOISE = re.compile(
+    r'^(?:warning: |\s*")[^"]+: IQR \d+% of the median '
+    r'\(a busy machine\? rerun, or raise --min-time\)(?:",?)?$'
+)
+
+SPACED = (BENCH_ROW, BENCH_HEADER, BENCH_RULE)
+
+
+def masked(m: re.Match[str]) -> str:
+    """The matched line with each named group (a timing figure) replaced by MASK."""
+    spans = sorted(m.span(g) for g in m.groupdict() if m.group(g) is not None)
+    line, pos, parts = m.string, 0, []
+    for begin, end in spans:
+        parts += [line[pos:begin], MASK]
+        pos = end
+    parts.append(line[pos:])
+    result = "".join(parts)
+    return " ".join(result.split()) if m.re in SPACED else result
+
+
+def _mask_check_embeddings(lines: list[str]) -> list[str]:
+    out: list[str] = []
+    in_timings = False
+    for line in lines:
+        if m := CHECK_TIMINGS.match(line):
+            line = masked(m)
+        elif CHECK_JSON_TIMINGS_START.match(line):
+            in_timings = True
+        elif in_timings and (m := CHECK_JSON_TIMING.match(line)):
+            line = masked(m)
+        else:
+            in_timings = False
+        out.append(line)
+    return out
+
+
+def _mask_bench(lines: list[str]) -> list[str]:
+    out: list[str] = []
+    patterns = (BENCH_ROW, BENCH_HEADER, BENCH_RULE, BENCH_SUMMARY, BENCH_JSON_TIMING, BENCH_TORCH)
+    for line in lines:
+        if BENCH_NOISE.match(line):
+            continue
+        m = next((m for p in patterns if (m := p.match(line))), None)
+        if m is not None:
+            line = masked(m)
+        # A JSON list whose every entry was a dropped noise line: "[" then "]" → "[]".
+        if out and out[-1].endswith("[") and line.strip() in ("]", "],"):
+            out[-1] += line.strip()
+            continue
+        out.append(line)
+    return out
+
+
+def normalise(command: str, lines: tuple[str, ...] | list[str]) -> list[str]:
+    """The lines to compare: trailing spaces and outer blank lines removed, timings masked."""
+    result = [line.rstrip() for line in lines]
+    argv = shlex.split(command)
+    if argv[1:2] == ["check-embeddings"]:
+        result = _mask_check_embeddings(result)
+    elif argv[1:2] == ["bench"]:
+        result = _mask_bench(result)
+    while result and not result[-1]:
+        result.pop()
+    while result and not result[0]:
+        result.pop(0)
+    return result
+
+
+def mismatch(command: str, documented: tuple[str, ...], actual: tuple[str, ...]) -> str | None:
+    """A diff of the documented against the actual output, or None when they agree."""
+    expected, got = normalise(command, documented), normalise(command, actual)
+    if expected == got:
+        return None
+    diff = difflib.unified_diff(expected, got, "documented", "actual", lineterm="", n=1)
+    return "\n".join(diff)
+
+
+# --- the examples -------------------------------------------------------------------------
+
+
+def _params() -> list[object]:
+    return [
+        pytest.param(e, id=e.id, marks=[pytest.mark.slow] if e.argv[1] == "bench" else [])
+        for e in EXAMPLES
+    ]
+
+
+@pytest.mark.parametrize("example", _params())
+def test_console_example(example: Example) -> None:
+    if example.argv[1] == "bench":
+        # The timed suite takes minutes; documented bench runs are the quick form.
+        assert "--quick" in example.argv, f"{example.id}: show bench in its --quick form"
+    result = run(example.command)
+    if example.exit_code is None:
+        assert result.returncode in (0, 1), (
+            f"{example.id}: exit {result.returncode} (document it with `$ echo $?`)\n"
+            f"{result.stderr}"
+        )
+    else:
+        assert result.returncode == example.exit_code, f"{example.id}\n{result.stderr}"
+    diff = mismatch(example.command, example.output, result.lines)
+    assert diff is None, f"{example.page}:{example.line}: `$ {example.command}`\n{diff}"
+
+
+@pytest.mark.parametrize("block", PYTHON_BLOCKS, ids=lambda b: f"{b.page}:{b.line}")
+def test_python_example(block: Block, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    exec(compile(block.text, f"{block.page}:{block.line}", "exec"), {})  # noqa: S102
+
+
+def test_every_example_is_in_a_console_block() -> None:
+    """A `$ mmcli` line outside a console block would never run: keep them all in one."""
+    hidden = [
+        f"{b.page}:{b.line} ({b.lang or 'no language'})"
+        for b in all_blocks()
+        if b.lang != "console" and re.search(r"^\$ ", b.text, flags=re.M)
+    ]
+    assert not hidden, f"console examples outside ```console blocks: {hidden}"
+    assert EXAMPLES, "no console examples found"
+
+
+def parse(argv: list[str]) -> None:
+    """Parse ``mmcli …`` arguments with the app's own parser, running nothing."""
+    import typer.main
+
     from mmcli.cli.main import app
 
-    names = [c.name for c in app.registered_commands if c.name]
-    for group in app.registered_groups:
-        names += [c.name for c in group.typer_instance.registered_commands if c.name]
-        if group.name:
-            names.append(group.name)
-    for name in names:
-        assert f"mmcli {name}" in README or f" {name} " in README, f"README omits `{name}`"
+    command = typer.main.get_command(app)
+    path, words = ["mmcli"], list(argv[1:])
+    while words and words[0] in getattr(command, "commands", {}):
+        path.append(words.pop(0))
+        command = command.commands[path[-1]]  # type: ignore[attr-defined]
+    assert not getattr(command, "commands", None), f"`{shlex.join(argv)}` names no command"
+    with command.make_context(" ".join(path), words):
+        pass
 
 
-@pytest.mark.parametrize(("command", "expected"), _examples(), ids=lambda v: str(v)[:60])
-def test_readme_command_output(command: str, expected: list[str]) -> None:
-    proc = _run(command)
-    assert proc.returncode in (0, 1), f"{command}: exit {proc.returncode}\n{proc.stderr}"
-    actual = [line.rstrip() for line in (proc.stdout + proc.stderr).splitlines()]
-    position = 0
-    for line in (e.rstrip() for e in expected):
-        if not line.strip() or VOLATILE.search(line):
+def test_shell_commands_parse() -> None:
+    """``mmcli`` lines of sh blocks (shown, not run) use options the commands have."""
+    for block in all_blocks():
+        if block.lang not in ("sh", "shell", "bash"):
             continue
-        try:
-            position = actual.index(line, position) + 1
-        except ValueError:
-            pytest.fail(f"{command}: README line not in the output (or out of order):\n{line!r}")
+        for line in block.text.splitlines():
+            command = line.split(" #")[0].strip()
+            if command.startswith("mmcli "):
+                try:
+                    parse(shlex.split(command))
+                except Exception as exc:  # click's usage errors, or the assertion above
+                    pytest.fail(f"{block.page}:{block.line}: `{command}`: {exc}")
 
 
-@pytest.mark.parametrize(("command", "expected"), _examples("text"), ids=lambda v: str(v)[:60])
-def test_readme_timing_examples_still_run(command: str, expected: list[str]) -> None:
-    """Timing output differs on every run and a full suite takes minutes, so these examples
-    run in their quick form and must still accept every option shown and print the same
-    columns."""
-    quick = " --quick" if command.startswith("mmcli bench") and "--quick" not in command else ""
-    proc = _run(command + quick)
-    assert proc.returncode in (0, 1), f"{command}: exit {proc.returncode}\n{proc.stderr}"
-    columns = next((line for line in expected if line.startswith("op ")), None)
-    if columns is not None:
-        assert columns.split() == proc.stdout.splitlines()[1].split(), proc.stdout
-    else:
-        assert expected[0].strip() in proc.stdout.splitlines()[0], proc.stdout
+def test_quoted_files_are_quoted_whole() -> None:
+    """A block naming a file after its language (```toml samples/kv/toy.toml) is that file."""
+    quoted = [b for b in all_blocks() if b.source]
+    for block in quoted:
+        actual = (ROOT / block.source).read_text(encoding="utf-8")
+        assert block.text == actual, f"{block.page}:{block.line} differs from {block.source}"
+
+
+def anchor(heading: str) -> str:
+    """The fragment a heading gets on the rendered page (GitHub's rule)."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_links_between_pages_resolve() -> None:
+    link = re.compile(r"\]\(([^)\s]+)\)")
+    broken = []
+    for page in PAGES:
+        for target in link.findall(page.read_text(encoding="utf-8")):
+            if "://" in target:
+                continue
+            path, _, fragment = target.partition("#")
+            file = (page.parent / path) if path else page
+            if not file.exists():
+                broken.append(f"{rel(page)} → {target}")
+            elif fragment and file.suffix == ".md":
+                titles = headings(file.read_text(encoding="utf-8"))
+                if fragment not in {anchor(m.group(2)) for m in titles}:
+                    broken.append(f"{rel(page)} → {target} (no such heading)")
+    assert not broken, broken
+    index = (DOCS / "README.md").read_text(encoding="utf-8")
+    unlisted = [p.name for p in DOCS.glob("*.md") if p.name != "README.md" and p.name not in index]
+    assert not unlisted, f"docs/README.md does not link {unlisted}"
+
+
+def test_readme_is_a_front_door() -> None:
+    """The README stays a short tour of about 10 KB; the manual lives in docs/."""
+    size = len((ROOT / "README.md").read_bytes())
+    assert size <= 11 * 1024, f"README.md is {size} bytes; move detail to docs/"
+
+
+# --- the comparison is strict -------------------------------------------------------------
+
+
+def _documented(command: str) -> Example:
+    found = [e for e in EXAMPLES if e.command == command and e.page.startswith("docs/")]
+    assert found, f"no documented example of `{command}`"
+    return found[0]
+
+
+def test_one_changed_table_cell_is_a_mismatch() -> None:
+    """Change "→ 18" to "→ 17" in one kv-share layer row of a copy: the comparison fails."""
+    example = _documented("mmcli kv-share plan samples/kv/gemma3n-e2b-like.json --memory 20GiB")
+    actual = run(example.command).lines
+    assert mismatch(example.command, example.output, actual) is None
+    rows = [i for i, line in enumerate(example.output) if "│ → 18 " in line]
+    assert len(rows) == 1, "the example has one layer row sharing with layer 18"
+    changed = list(example.output)
+    changed[rows[0]] = changed[rows[0]].replace("→ 18", "→ 17")
+    diff = mismatch(example.command, tuple(changed), actual)
+    assert diff is not None and "→ 17" in diff and "→ 18" in diff
+
+
+def test_masks_cover_timings_and_nothing_else() -> None:
+    """Any timing figure may change; any other cell of the same lines may not."""
+    bench = _documented("mmcli bench --device cpu --quick --layout contiguous,interleaved")
+    check = _documented("mmcli check-embeddings samples/dumps --device cpu")
+
+    def same(command: str, a: list[str], b: list[str]) -> bool:
+        return normalise(command, a) == normalise(command, b)
+
+    rows = [s for s in bench.output if BENCH_ROW.match(s)]
+    assert len(rows) == 16, "contiguous and interleaved, 2 sizes, 2 ops, 2 implementations"
+    retimed = [" ".join(s.split()[:4] + ["19,876", "1.2", "0.01", "100%", "12.34×"]) for s in rows]
+    assert same(bench.command, retimed, rows)
+    for old, new in (("576→552", "576→551"), ("reference", "fast"), ("interleaved", "random")):
+        row = next(s for s in rows if old in s)
+        assert not same(bench.command, [row.replace(old, new, 1)], [row]), (old, new)
+    summaries = [s for s in bench.output if BENCH_SUMMARY.match(s)]
+    assert len(summaries) == 2
+    for line in summaries:
+        assert same(bench.command, [re.sub(r"[\d.]+×", "12.34×", line)], [line])
+        assert not same(bench.command, [line.replace("speed", "time")], [line])
+
+    timings = [s for s in check.output if CHECK_TIMINGS.match(s)]
+    assert len(timings) == 6, "one per sample dump"
+    for line in timings:
+        assert same(check.command, [re.sub(r"\d+\.\d+ ms", "98.7 ms", line)], [line])
+        assert not same(check.command, [line.replace("cpu", "cuda")], [line])
+    rows = [s for s in check.output if re.match(r"^ +\d+ +\[\d", s)]
+    assert len(rows) == 17, "one per item"
+    for row in rows:
+        assert normalise(check.command, [row]) == [row.rstrip()]
+        assert not same(check.command, [row.replace("bfloat16", "float16")], [row])
+
+
+# --- every command is documented ----------------------------------------------------------
+
+
+def registered_commands() -> list[str]:
+    """Every runnable command path of the app (``kv-share plan``, …), from the app itself."""
+    import typer.main
+
+    from mmcli.cli.main import app
+
+    def walk(command: object, path: list[str]) -> Iterator[str]:
+        subcommands = getattr(command, "commands", None)
+        if subcommands:
+            for name, sub in sorted(subcommands.items()):
+                yield from walk(sub, [*path, name])
+        else:
+            yield " ".join(path)
+
+    return list(walk(typer.main.get_command(app), []))
+
+
+COMMANDS = registered_commands()
+
+
+def test_commands_are_discovered() -> None:
+    assert {"check-embeddings", "inspect", "kv-share plan", "bench"} <= set(COMMANDS)
+
+
+def sections_naming(command: str) -> list[tuple[str, int, int]]:
+    """(page, first line, last line) of each docs section whose heading names `mmcli COMMAND`;
+    a section runs to the next heading of the same or a higher level."""
+    name = re.compile(rf"\bmmcli {re.escape(command)}(?![\w-])")
+    found = []
+    for page in sorted(DOCS.glob("*.md")):
+        if page.name == "README.md":
+            continue
+        text = page.read_text(encoding="utf-8")
+        titles = headings(text)
+        for i, m in enumerate(titles):
+            if name.search(m.group(2)):
+                level = len(m.group(1))
+                end = next((n.start() for n in titles[i + 1 :] if len(n.group(1)) <= level), None)
+                first = text.count("\n", 0, m.start()) + 1
+                last = text.count("\n", 0, end) if end is not None else text.count("\n") + 1
+                found.append((rel(page), first, last))
+    return found
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_command_has_a_docs_page(command: str) -> None:
+    """A docs page has a heading naming `mmcli COMMAND`, and that section shows an example of
+    it (which test_console_example runs) whose options and arguments the command accepts."""
+    sections = sections_naming(command)
+    assert sections, f"no docs page has a heading naming `mmcli {command}`"
+    words = command.split()
+    examples = [
+        e
+        for page, first, last in sections
+        for e in EXAMPLES
+        if e.page == page and first < e.line <= last and e.argv[1 : 1 + len(words)] == words
+    ]
+    assert examples, f"no example of `mmcli {command}` in its sections: {sections}"
+    for example in examples:
+        parse(example.argv)  # the options and arguments shown are the command's own
