@@ -74,6 +74,7 @@ _EXAMPLES = {
     "--block-size": "the engine's default is 16",
     "--tensor-parallel-size": "the number of GPUs the model is split across, e.g. 1, 2, 8",
     "--num-gpu-blocks-override": "the block count the engine should use, e.g. 1024",
+    "--max-num-seqs": "e.g. 256",
 }
 
 
@@ -123,6 +124,8 @@ class PlanOptions:
     mtp: bool = False
     #: Use this many blocks whatever the memory (vLLM's ``--num-gpu-blocks-override``).
     num_gpu_blocks_override: int | None = None
+    #: Requests the scheduler may run at once (checked against a hybrid model's state pool).
+    max_num_seqs: int | None = None
     memory: InitVar[str | None] = None
 
     def __post_init__(self, memory: str | None) -> None:
@@ -144,6 +147,8 @@ class PlanOptions:
         if self.block_size is not None:
             _positive("--block-size", self.block_size)
         _positive("--tensor-parallel-size", self.tensor_parallel_size)
+        if self.max_num_seqs is not None:
+            _positive("--max-num-seqs", self.max_num_seqs)
         if self.num_gpu_blocks_override is not None:
             _positive("--num-gpu-blocks-override", self.num_gpu_blocks_override)
         if self.num_draft_layers > 1000:

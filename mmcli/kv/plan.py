@@ -225,6 +225,8 @@ def plan_kv_cache(
     running = with_side if engine_side == "with_sharing" else without
     if running is not None and running.largest_fitting_max_model_len is not None:
         findings.append(_too_small(running, max_len, options))
+    if running is not None:
+        findings += _state_pool(running, run)
     return KVPlan(
         model=config.name,
         source=config.source,
@@ -295,6 +297,26 @@ def _release_notes(layers: list[Layer], options: PlanOptions) -> list[Finding]:
             )
         )
     return notes
+
+
+def _state_pool(side: SidePlan, run: _Run) -> list[Finding]:
+    """--max-num-seqs against the state pool: each running request holds its own states."""
+    seqs = run.options.max_num_seqs
+    if seqs is None or side.num_blocks is None or not side.state_bytes:
+        return []
+    # Every state group has num_blocks blocks, and a request holds state_pages of them.
+    held = side.num_blocks // run.state_pages
+    if seqs <= held:
+        return []
+    return [
+        Finding(
+            "state-pool-too-small",
+            "warning",
+            f"--max-num-seqs {seqs:,}, but each state group holds {side.num_blocks:,} blocks and a "
+            f"request keeps {run.state_pages} of them: at most {held:,} requests can run at once",
+            hint=f"lower --max-num-seqs to {held:,}, or give the KV cache more memory",
+        )
+    ]
 
 
 def _too_small(side: SidePlan, max_len: int | None, options: PlanOptions) -> Finding:

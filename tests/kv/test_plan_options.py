@@ -114,3 +114,17 @@ def test_strict_makes_full_sliding_sharing_an_error(tmp_path: Path) -> None:
     assert [(f["code"], f["severity"]) for f in strict["findings"]] == [
         ("attention-kind-mismatch", "error")
     ]
+
+
+def test_max_num_seqs_beyond_the_state_pool_is_reported() -> None:
+    qwen = str(ROOT / "tests" / "kv" / "configs" / "Qwen--Qwen3-Next-80B-A3B-Thinking.json")
+    base = [qwen, "--memory", "20GiB", "--max-model-len", "32768"]
+    base += ["--max-num-batched-tokens", "2048"]
+    # 1,606 blocks per group (tests/kv/test_models.py), 2 states per request: 803 requests.
+    fits = run(*base, "--max-num-seqs", "803")
+    assert "state-pool-too-small" not in [f["code"] for f in fits["findings"]]
+    over = run(*base, "--max-num-seqs", "804")
+    found = [f for f in over["findings"] if f["code"] == "state-pool-too-small"]
+    assert found and "at most 803 requests" in found[0]["message"]
+    # An attention-only model has no state pool to check.
+    assert run(str(TOY), "--memory", "1GiB", "--max-num-seqs", "100000")["findings"] == []

@@ -198,6 +198,13 @@ def plan(
             "speculative decoding with method mtp / deepseek_mtp).",
         ),
     ] = False,
+    max_num_seqs: Annotated[
+        int | None,
+        typer.Option(
+            "--max-num-seqs",
+            help="Requests run at once; a hybrid model's state pool is checked against it.",
+        ),
+    ] = None,
     num_gpu_blocks_override: Annotated[
         int | None,
         typer.Option(
@@ -288,6 +295,7 @@ def plan(
         num_draft_layers=num_draft_layers,
         num_gpu_blocks_override=num_gpu_blocks_override,
         mtp=mtp,
+        max_num_seqs=max_num_seqs,
     )
     target_device: Any = "meta"
     if device.strip().lower() != "meta":
