@@ -68,10 +68,56 @@ def jsonable(value: Any) -> Any:
     return value
 
 
+#: A list this long (a 1,000,000-layer plan) is printed one compact element per line.
+_LONG_LIST = 10_000
+_ROW = json.JSONEncoder(allow_nan=False, separators=(", ", ": "))
+
+
 def emit_json(document: dict[str, Any]) -> None:
-    """Print exactly one JSON document on stdout."""
-    sys.stdout.write(json.dumps(jsonable(document), indent=2, allow_nan=False) + "\n")
+    """Print exactly one JSON document on stdout, indented by two spaces.
+
+    Written as it is encoded, in pieces, so a huge document is never held twice in memory;
+    the elements of a list of :data:`_LONG_LIST` or more items (a plan's ``layers`` for a
+    1,000,000-layer config) are printed one per line by the C encoder, which is an order of
+    magnitude faster than the indenting one.
+    """
+    batch: list[str] = []
+    for piece in _encode(document, ""):
+        batch.append(piece)
+        if len(batch) >= 4096:
+            sys.stdout.write("".join(batch))
+            batch.clear()
+    batch.append("\n")
+    sys.stdout.write("".join(batch))
     sys.stdout.flush()
+
+
+def _encode(value: Any, pad: str) -> Iterator[str]:
+    """``json.dumps(jsonable(value), indent=2, allow_nan=False)`` at indentation ``pad``, in
+    pieces (long lists as one compact element per line)."""
+    inner = pad + "  "
+    if isinstance(value, dict) and value:
+        yield "{"
+        sep = "\n"
+        for key, item in value.items():
+            yield f"{sep}{inner}{json.dumps(str(key))}: "
+            yield from _encode(item, inner)
+            sep = ",\n"
+        yield f"\n{pad}}}"
+    elif isinstance(value, list | tuple) and len(value) >= _LONG_LIST:
+        yield "["
+        sep = "\n"
+        for item in value:
+            try:
+                text = _ROW.encode(item)
+            except (ValueError, TypeError):  # NaN or infinity (or a non-str key): clean it first
+                text = _ROW.encode(jsonable(item))
+            yield f"{sep}{inner}{text}"
+            sep = ",\n"
+        yield f"\n{pad}]"
+    else:
+        text = json.dumps(jsonable(value), indent=2, allow_nan=False)
+        yield text.replace("\n", "\n" + pad) if pad else text
 
 
 def progress(*, enabled: bool) -> Progress:

@@ -22,7 +22,7 @@ recurrent state (:class:`~mmcli.kv.state.MambaSpec`). Facts mirrored:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from mmcli.errors import InputError
@@ -112,6 +112,19 @@ class Layout:
         return self.bytes_per_block * self.blocks_per_request(max_model_len, reserve_tokens)
 
 
+def map_specs(specs: dict[str, Spec], change: Callable[[str, Spec], Spec]) -> dict[str, Spec]:
+    """``change`` applied to each layer's spec, computed once per distinct spec (a model of a
+    million layers has a handful of specs)."""
+    done: dict[Spec, Spec] = {}
+    out: dict[str, Spec] = {}
+    for name, spec in specs.items():
+        new = done.get(spec)
+        if new is None:
+            new = done[spec] = change(name, spec)
+        out[name] = new
+    return out
+
+
 def align_hybrid_block_size(
     specs: dict[str, Spec], block_size: int, rules: EngineRules
 ) -> tuple[dict[str, Spec], int]:
@@ -120,58 +133,59 @@ def align_hybrid_block_size(
     Returns the specs with their block size (and padded state pages) and the block size. A
     model without state layers, or without attention layers, is returned unchanged.
     """
-    states = [s for s in specs.values() if isinstance(s, MambaSpec)]
-    attention = [s for s in specs.values() if isinstance(s, KVCacheSpec)]
-    if not states:
-        return {n: replace(s, block_size=block_size) for n, s in specs.items()}, block_size
+    distinct = list(dict.fromkeys(specs.values()))  # in layer order
+    states = [s for s in distinct if isinstance(s, MambaSpec)]
+    attention = [s for s in distinct if isinstance(s, KVCacheSpec)]
+    if not states or not attention:
+        same = map_specs(specs, lambda _, s: replace(s, block_size=block_size))
+        return same, block_size
     state_page = max(s.state_bytes for s in states)
-    if not attention:
-        return {n: replace(s, block_size=block_size) for n, s in specs.items()}, block_size
     per_token = attention[0].bytes_per_token  # the model's own attention geometry
     mla = isinstance(attention[0], MLAAttentionSpec)
     align = MLA_ALIGNMENT[rules.pad_unequal_pages] if mla else KERNEL_ALIGNMENT
     needed = align * cdiv(state_page, align * per_token)
     block = max(block_size, needed)
     page = block * per_token
-    out: dict[str, Spec] = {}
-    for name, spec in specs.items():
+
+    def aligned(_: str, spec: Spec) -> Spec:
         if isinstance(spec, MambaSpec):
-            out[name] = replace(spec, block_size=block, page_size_padded=page)
-        else:
-            out[name] = replace(spec, block_size=block)
-    return out, block
+            return replace(spec, block_size=block, page_size_padded=page)
+        return replace(spec, block_size=block)
+
+    return map_specs(specs, aligned), block
 
 
 def _unify_pages(specs: dict[str, Spec], rules: EngineRules) -> dict[str, Spec]:
     """Make every page the largest page: scale block sizes by the ratio (or pad, from 0.29)."""
-    largest = max(s.page_size_bytes for s in specs.values())
-    out: dict[str, Spec] = {}
-    for name, spec in specs.items():
+    largest = max(s.page_size_bytes for s in set(specs.values()))
+
+    def unify(name: str, spec: Spec) -> Spec:
         page = spec.page_size_bytes
         if page == largest:
-            out[name] = spec
-        elif largest % page == 0 and isinstance(spec, KVCacheSpec):
-            out[name] = replace(spec, block_size=spec.block_size * (largest // page))
-        elif isinstance(spec, MambaSpec):
-            out[name] = replace(spec, page_size_padded=largest)
-        elif rules.pad_unequal_pages and not isinstance(spec, MLAAttentionSpec):
+            return spec
+        if largest % page == 0 and isinstance(spec, KVCacheSpec):
+            return replace(spec, block_size=spec.block_size * (largest // page))
+        if isinstance(spec, MambaSpec):
+            return replace(spec, page_size_padded=largest)
+        if rules.pad_unequal_pages and not isinstance(spec, MLAAttentionSpec):
             raise InputError(
                 f"{name}: its page ({page:,} B) does not divide the largest page "
                 f"({largest:,} B); the engine pads it, which mmcli does not model",
                 hint="plan layers whose page sizes divide each other",
             )
-        else:
-            raise EngineRefusal(
-                f"the engine cannot unify page sizes: {name} has a {page:,}-byte page that does "
-                f"not divide the largest page ({largest:,} B)",
-                hint="vLLM raises 'The page size of the layer is not divisible by the maximum "
-                "page size'; use an equal head geometry or --disable-hybrid-kv-cache-manager",
-            )
-    return out
+        raise EngineRefusal(
+            f"the engine cannot unify page sizes: {name} has a {page:,}-byte page that does "
+            f"not divide the largest page ({largest:,} B)",
+            hint="vLLM raises 'The page size of the layer is not divisible by the maximum "
+            "page size'; use an equal head geometry or --disable-hybrid-kv-cache-manager",
+        )
+
+    return map_specs(specs, unify)
 
 
 def _uniform_type(specs: Sequence[Spec]) -> bool:
-    return len({s.type_key for s in specs}) == 1 and len({s.block_size for s in specs}) == 1
+    distinct = set(specs)
+    return len({s.type_key for s in distinct}) == 1 and len({s.block_size for s in distinct}) == 1
 
 
 def group_layers(specs: dict[str, Spec], rules: EngineRules) -> Layout:
@@ -208,8 +222,9 @@ def disable_hybrid(specs: dict[str, Spec]) -> dict[str, Spec]:
     """``--disable-hybrid-kv-cache-manager``: sliding and chunked layers become full layers."""
     from mmcli.kv.spec import FullAttentionSpec
 
-    if any(isinstance(s, MambaSpec) for s in specs.values()):
-        if any(isinstance(s, KVCacheSpec) for s in specs.values()):
+    distinct = set(specs.values())
+    if any(isinstance(s, MambaSpec) for s in distinct):
+        if any(isinstance(s, KVCacheSpec) for s in distinct):
             raise EngineRefusal(
                 "with the hybrid KV cache manager disabled the engine cannot hold attention and "
                 "state layers together",
@@ -217,12 +232,13 @@ def disable_hybrid(specs: dict[str, Spec]) -> dict[str, Spec]:
                 "KV cache specs to one unified type'; keep the hybrid manager on",
             )
         return specs
-    out: dict[str, Spec] = {}
-    for name, spec in specs.items():
+
+    def as_full(_: str, spec: Spec) -> Spec:
         if isinstance(spec, KVCacheSpec) and spec.attention in ("sliding", "chunked"):
-            spec = FullAttentionSpec(spec.block_size, spec.num_kv_heads, spec.head_size, spec.dtype)
-        out[name] = spec
-    return out
+            return FullAttentionSpec(spec.block_size, spec.num_kv_heads, spec.head_size, spec.dtype)
+        return spec
+
+    return map_specs(specs, as_full)
 
 
 def num_blocks(layout: Layout, memory_bytes: int) -> int:

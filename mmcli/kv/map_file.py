@@ -14,6 +14,10 @@ from mmcli.kv.model import ModelConfig
 from mmcli.kv.readers import parse_json, read_text
 from mmcli.kv.values import shown, type_name
 
+#: Findings of one kind (unknown or repeated keys) listed one by one; the rest are counted in
+#: one more finding, so a map with 100,000 bad keys gives a short report, quickly.
+_MAX_EACH = 20
+
 
 class _Pairs(list[tuple[str, Any]]):
     """A JSON object's members in file order, repeats kept (``object_pairs_hook``)."""
@@ -51,19 +55,26 @@ def apply_map(config: ModelConfig, pairs: list[tuple[str, str | None]]) -> list[
         index_of.setdefault(layer.name, i)
     n = len(config.layers)
 
+    width = len(str(n))
+
     def resolve(name: str) -> int | None:
         if name in index_of:
             return index_of[name]
-        if name.isdecimal() and int(name) < n:
+        # Only ASCII digits are an index ('١' is not layer 1); a long number is no layer.
+        if name.isascii() and name.isdigit() and len(name) <= width and int(name) < n:
             return int(name)
         return None
 
     findings: list[Finding] = []
     targets: dict[int, str | None] = {}
     seen: set[int] = set()
+    unknown = duplicates = 0
     for key, value in pairs:
         found = resolve(key)
         if found is None:
+            unknown += 1
+            if unknown > _MAX_EACH:
+                continue
             findings.append(
                 Finding(
                     "unknown-layer",
@@ -76,6 +87,8 @@ def apply_map(config: ModelConfig, pairs: list[tuple[str, str | None]]) -> list[
             continue
         i = found
         if i in seen:
+            duplicates += 1
+        if i in seen and duplicates <= _MAX_EACH:
             findings.append(
                 Finding(
                     "duplicate-layer",
@@ -90,6 +103,26 @@ def apply_map(config: ModelConfig, pairs: list[tuple[str, str | None]]) -> list[
             j = resolve(value)
             value = config.layers[j].name if j is not None else value
         targets[i] = value
+    if unknown > _MAX_EACH:
+        findings.append(
+            Finding(
+                "unknown-layer",
+                "error",
+                f"the map names {unknown - _MAX_EACH:,} more keys that are not layers of this "
+                f"model (the first {_MAX_EACH} are listed)",
+                hint="map keys are layer names (or indices) of the model",
+            )
+        )
+    if duplicates > _MAX_EACH:
+        findings.append(
+            Finding(
+                "duplicate-layer",
+                "error",
+                f"the map repeats {duplicates - _MAX_EACH:,} more layers (the first {_MAX_EACH} "
+                "are listed)",
+                hint="each layer appears at most once in the map",
+            )
+        )
     config.layers = [
         replace(layer, kv_sharing_target=targets.get(i)) for i, layer in enumerate(config.layers)
     ]
@@ -98,7 +131,17 @@ def apply_map(config: ModelConfig, pairs: list[tuple[str, str | None]]) -> list[
 
 
 def write_map(path: Path, mapping: dict[str, str]) -> int:
-    """Write ``{layer: target}`` as JSON atomically (temp file, then rename); entries written."""
+    """Write ``{layer: target}`` as JSON atomically (temp file, then rename); entries written.
+
+    ``-`` is refused, not taken as a file name: stdout carries the plan. So is any existing
+    file that is not a regular file and any input of this run (the config or the ``--map``
+    file): see :func:`mmcli.atomic.atomic_write`.
+    """
+    if str(path) == "-":
+        raise InputError(
+            "--emit-map -: the map cannot go to stdout (stdout carries the plan)",
+            hint="give --emit-map the path of a file to write, e.g. --emit-map map.json",
+        )
     with atomic_write(path) as fh:
         fh.write((json.dumps(mapping, indent=2) + "\n").encode("utf-8"))
     return len(mapping)

@@ -14,6 +14,7 @@ from mmcli.kv.engine import (
     disable_hybrid,
     group_layers,
     largest_max_model_len,
+    map_specs,
     num_blocks,
 )
 from mmcli.kv.model import DEFAULT_BLOCK_SIZE, ModelConfig
@@ -67,10 +68,12 @@ def _layout(layers: list[Layer], run: _Run) -> Layout:
     specs: dict[str, KVCacheSpec | MambaSpec] = {}
     for layer in layers:
         assert layer.spec is not None
-        spec = layer.spec
-        if isinstance(spec, MambaSpec):
-            spec = replace(spec, pages_per_request=run.state_pages)
-        specs[layer.name] = spec
+        specs[layer.name] = layer.spec
+    pages = run.state_pages
+    specs = map_specs(
+        specs,
+        lambda _, s: replace(s, pages_per_request=pages) if isinstance(s, MambaSpec) else s,
+    )
     block = run.options.block_size or DEFAULT_BLOCK_SIZE
     specs, _ = align_hybrid_block_size(specs, block, run.rules)
     chunked = any(getattr(s, "attention", "") == "chunked" for s in specs.values())

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from mmcli.atomic import protect
 from mmcli.errors import InputError
+from mmcli.text import printable, quoted
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -16,13 +20,116 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
 
 
-def read_text(path: Path) -> str:
-    """A config or map file's text, refusing a binary (non-UTF-8) file with a clear error."""
+#: The largest config or map file read (64 MiB); anything larger is refused before it is read.
+#: A 1,000,000-layer config with short entries is about 40 MB.
+MAX_INPUT_BYTES = 64 << 20
+_HINT_FILE = "give the path of a JSON or TOML file (or - for stdin)"
+_HINT_BIG = f"configs and maps are at most {MAX_INPUT_BYTES >> 20} MiB"
+
+
+def _too_big(name: str) -> InputError:
+    return InputError(
+        f"{printable(name)}: larger than {MAX_INPUT_BYTES >> 20} MiB"
+        " (too large for a config or map file)",
+        hint=_HINT_BIG,
+    )
+
+
+def _read_stdin() -> bytes:
+    """stdin (``-``), at most :data:`MAX_INPUT_BYTES`; whatever stdin is (a pipe, a file, a
+    device such as ``/dev/zero``), no more than that is ever read."""
+    stream = sys.stdin.buffer if sys.stdin is not None else None
+    if stream is None:
+        raise InputError("-: stdin is closed", hint=_HINT_FILE)
     try:
-        return path.read_text(encoding="utf-8")
+        data = stream.read(MAX_INPUT_BYTES + 1)
+    except OSError as exc:
+        raise InputError(f"-: cannot read stdin: {exc.strerror}", hint=_HINT_FILE) from None
+    if len(data) > MAX_INPUT_BYTES:
+        raise _too_big("-")
+    return data
+
+
+def read_bytes(path: Path) -> bytes:
+    """A config or map file's bytes: ``-`` is stdin; anything else must be a regular file.
+
+    The path is checked before opening (so no device is ever opened) and the descriptor after
+    (so a file swapped in between is caught), as :func:`mmcli.dump.source.open_file` does;
+    ``O_NONBLOCK`` keeps a FIFO from blocking the open. Devices, FIFOs,
+    sockets and directories are refused with one line naming the path, and nothing over
+    :data:`MAX_INPUT_BYTES` is read.
+    """
+    name = os.fspath(path)
+    if name == "-":
+        return _read_stdin()
+    if not name:
+        raise InputError("empty path ''", hint=_HINT_FILE)
+    try:
+        st = os.stat(name)
+    except OSError:
+        st = None  # os.open below says why
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise InputError(f"cannot read {printable(name)}: Is a directory", hint=_HINT_FILE)
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise InputError(
+            f"cannot read {printable(name)}: not a regular file (a device, FIFO or socket)",
+            hint=_HINT_FILE,
+        )
+    protect(name)  # an input: --emit-map may not replace it
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    flags |= getattr(os, "O_NOCTTY", 0)
+    try:
+        fd = os.open(name, flags)
+    except OSError as exc:
+        raise _os_error(name, exc) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):  # swapped in after the check above
+            raise InputError(f"cannot read {printable(name)}: not a regular file", hint=_HINT_FILE)
+        if st.st_size > MAX_INPUT_BYTES:
+            raise _too_big(name)
+        chunks: list[bytes] = []
+        done = 0
+        while done <= MAX_INPUT_BYTES:
+            chunk = os.read(fd, min(MAX_INPUT_BYTES + 1 - done, 16 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            done += len(chunk)
+    except OSError as exc:
+        raise _os_error(name, exc) from None
+    finally:
+        os.close(fd)
+    if done > MAX_INPUT_BYTES:  # grew since it was opened
+        raise _too_big(name)
+    return b"".join(chunks)
+
+
+def _os_error(name: str, exc: OSError) -> InputError:
+    """An OSError met opening or reading ``name``, as one clean line."""
+    reason = exc.strerror or type(exc).__name__
+    if isinstance(exc, FileNotFoundError):
+        return InputError(
+            f"cannot read {printable(name)}: {reason}",
+            hint="check the path exists and is a readable file",
+        )
+    if isinstance(exc, PermissionError):
+        return InputError(
+            f"cannot read {printable(name)}: {reason}",
+            hint="check the file's permissions (and those of the directories above it)",
+        )
+    return InputError(f"cannot read {printable(name)}: {reason}", hint=_HINT_FILE)
+
+
+def read_text(path: Path) -> str:
+    """A config or map file's text (UTF-8, a leading BOM allowed), refusing a binary
+    (non-UTF-8) file with a clear error."""
+    data = read_bytes(path)
+    try:
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise InputError(
-            f"{path}: not a text file (byte {exc.start} is not UTF-8)",
+            f"{printable(os.fspath(path))}: not a text file (byte {exc.start} is not UTF-8)",
             hint="configs and maps are UTF-8 JSON or TOML files",
         ) from None
 
@@ -49,6 +156,8 @@ def parse_json(
     into one InputError naming the file."""
     try:
         return json.loads(text, object_pairs_hook=object_pairs_hook)
+    except InputError:  # raised by object_pairs_hook; already names the problem
+        raise
     except json.JSONDecodeError as exc:
         raise InputError(
             f"{path}: invalid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}",
@@ -69,9 +178,36 @@ def parse_toml(path: Path, text: str) -> dict[str, Any]:
     return doc
 
 
+def _unique_keys(path: Path) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:
+    """An ``object_pairs_hook`` refusing a key repeated in one JSON object (JSON itself would
+    silently keep the last value)."""
+
+    def build(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out = dict(pairs)
+        if len(out) != len(pairs):
+            seen: set[str] = set()
+            for key, _ in pairs:
+                if key in seen:
+                    raise InputError(
+                        f"{printable(os.fspath(path))}: the key {quoted(key)} appears more than "
+                        "once in one object",
+                        hint="give each key once (JSON would silently keep only the last)",
+                    )
+                seen.add(key)
+        return out
+
+    return build
+
+
 def read_json_or_toml(path: Path) -> Any:
-    """Parse a file as TOML when its suffix is ``.toml``, else as JSON."""
+    """Parse a file as TOML when its suffix is ``.toml``, else as JSON (repeated keys in one
+    object refused, as TOML does)."""
     text = read_text(path)
     if path.suffix.lower() == ".toml":
         return parse_toml(path, text)
-    return parse_json(path, text, hint="check the file's syntax (TOML files need the .toml suffix)")
+    return parse_json(
+        path,
+        text,
+        hint="check the file's syntax (TOML files need the .toml suffix)",
+        object_pairs_hook=_unique_keys(path),
+    )

@@ -1,0 +1,177 @@
+"""The hostile kv-share corpus: configs and ``--map`` files that are devices, FIFOs, huge or
+odd (BOM, repeated keys, non-ASCII digits), and ``--emit-map`` targets that must never be
+replaced. Same table style as ``test_hostile_cli.py``: exit code, no traceback, < 10 s, and
+for exit 2 exactly one ``error:`` and one ``hint:`` line and nothing on stdout."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import time
+from collections.abc import Callable
+from contextlib import redirect_stderr, redirect_stdout
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from mmcli.cli.main import main
+
+TIME_LIMIT_S = 10.0
+REPO = Path(__file__).resolve().parents[2]
+TOY = str(REPO / "samples/kv/toy.toml")
+LAYER0 = "model.layers.0.self_attn.attn"
+
+
+def _fifo(tmp: Path) -> str:
+    path = tmp / "fifo.json"
+    os.mkfifo(path)
+    return str(path)
+
+
+def _write(name: str, data: bytes) -> Callable[[Path], str]:
+    def build(tmp: Path) -> str:
+        (tmp / name).write_bytes(data)
+        return str(tmp / name)
+
+    return build
+
+
+def _big(tmp: Path) -> str:
+    path = tmp / "big.json"
+    with path.open("wb") as f:
+        f.truncate((64 << 20) + 1)  # sparse: no disk used
+    return str(path)
+
+
+@dataclass(frozen=True)
+class Case:
+    build: Callable[[Path], list[str]]
+    code: int
+    message: str | None
+
+
+def _plan_config(make: Callable[[Path], str]) -> Callable[[Path], list[str]]:
+    return lambda tmp: ["kv-share", "plan", make(tmp)]
+
+
+def _plan_map(make: Callable[[Path], str]) -> Callable[[Path], list[str]]:
+    return lambda tmp: ["kv-share", "plan", TOY, "--map", make(tmp)]
+
+
+def _emit(make: Callable[[Path], str]) -> Callable[[Path], list[str]]:
+    return lambda tmp: ["kv-share", "plan", TOY, "--emit-map", make(tmp)]
+
+
+CASES: dict[str, Case] = {
+    "read/config-fifo": Case(_plan_config(_fifo), 2, "not a regular file"),
+    "read/map-fifo": Case(_plan_map(_fifo), 2, "not a regular file"),
+    "read/config-dev-zero": Case(_plan_config(lambda t: "/dev/zero"), 2, "/dev/zero"),
+    "read/config-dev-urandom": Case(_plan_config(lambda t: "/dev/urandom"), 2, "/dev/urandom"),
+    "read/map-dev-zero": Case(_plan_map(lambda t: "/dev/zero"), 2, "not a regular file"),
+    "read/config-over-64-MiB": Case(_plan_config(_big), 2, "larger than 64 MiB"),
+    "read/map-over-64-MiB": Case(_plan_map(_big), 2, "larger than 64 MiB"),
+    "read/config-directory": Case(_plan_config(lambda t: str(t)), 2, "Is a directory"),
+    "json/duplicate-config-key": Case(
+        _plan_config(_write("dup.json", b'{"name": "a", "name": "b", "layers": []}')),
+        2,
+        "the key 'name' appears more than once",
+    ),
+    "emit/dev-null": Case(_emit(lambda t: "/dev/null"), 2, "not a regular file"),
+    "emit/dev-stdout": Case(_emit(lambda t: "/dev/stdout"), 2, "not a regular file"),
+    "emit/fifo": Case(_emit(_fifo), 2, "not a regular file"),
+    "emit/stdout-dash": Case(_emit(lambda t: "-"), 2, "--emit-map -"),
+    "emit/the-input-config": Case(_emit(lambda t: TOY), 2, "an input of this run"),
+    "emit/the-map": Case(
+        lambda t: [
+            "kv-share", "plan", TOY,
+            "--map", _write("m.json", b"{}")(t),
+            "--emit-map", str(t / "m.json"),
+        ],
+        2,
+        "an input of this run",
+    ),
+    "emit/directory": Case(_emit(lambda t: str(t)), 2, "is a directory"),
+}  # fmt: skip
+
+
+def _in_process(args: list[str]) -> tuple[int, str, str, float]:
+    out, err = io.StringIO(), io.StringIO()
+    start = time.monotonic()
+    code: object = None
+    with redirect_stdout(out), redirect_stderr(err):
+        try:
+            main(args)
+        except SystemExit as done:
+            code = done.code
+    assert isinstance(code, int)
+    return code, out.getvalue(), err.getvalue(), time.monotonic() - start
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_hostile_kv(tmp_path: Path, name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MMCLI_DEBUG", raising=False)
+    case = CASES[name]
+    before = Path(TOY).read_bytes()
+    code, out, err, elapsed = _in_process(case.build(tmp_path))
+    assert "Traceback" not in out + err
+    assert elapsed < TIME_LIMIT_S, f"{name} took {elapsed:.1f} s"
+    assert code == case.code, (out, err)
+    if code == 2:
+        lines = err.splitlines()
+        assert len(lines) == 2, err
+        assert lines[0].startswith("error: ") and lines[1].startswith("hint: "), err
+        assert case.message is None or case.message in lines[0], err
+        assert out == "", out
+    assert Path(TOY).read_bytes() == before
+    assert os.path.exists("/dev/null") and not Path("/dev/null").is_file()
+
+
+def test_emit_map_full_disk_is_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr("mmcli.atomic.os.fsync", full)
+    target = tmp_path / "map.json"
+    code, out, err, _ = _in_process(["kv-share", "plan", TOY, "--emit-map", str(target)])
+    assert code == 2, err
+    lines = err.splitlines()
+    assert f"error: cannot write {target}: No space left on device" in lines, err
+    assert not target.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_emit_map_254_character_name(tmp_path: Path) -> None:
+    target = tmp_path / ("m" * 249 + ".json")
+    code, _, err, _ = _in_process(["kv-share", "plan", TOY, "--emit-map", str(target)])
+    assert code == 0, err
+    assert json.loads(target.read_text())
+
+
+def test_bom_and_stdin_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    doc = {"layers": [{"name": LAYER0, "num_kv_heads": 1, "head_size": 64, "dtype": "float16"}]}
+    path = tmp_path / "bom.json"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(doc).encode())
+    code, _, err, _ = _in_process(["kv-share", "plan", str(path), "--format", "json"])
+    assert code == 0, err
+
+
+def test_non_ascii_digit_map_key_is_not_an_index(tmp_path: Path) -> None:
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps({"\u0661": None}), encoding="utf-8")
+    code, out, err, _ = _in_process(
+        ["kv-share", "plan", TOY, "--map", str(path), "--format", "json"]
+    )
+    assert code == 1, err
+    assert "unknown-layer" in out
+
+
+def test_many_unknown_keys_are_quick(tmp_path: Path) -> None:
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps({f"nope.{i}": None for i in range(100_000)}), encoding="utf-8")
+    code, out, err, elapsed = _in_process(["kv-share", "plan", TOY, "--map", str(path)])
+    assert code == 1, err
+    assert elapsed < TIME_LIMIT_S
+    assert "99,980 more keys" in out
