@@ -22,8 +22,10 @@ recurrent state (:class:`~mmcli.kv.state.MambaSpec`). Facts mirrored:
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 from mmcli.errors import InputError
 from mmcli.kv.releases import EngineRules
@@ -80,15 +82,20 @@ class Layout:
     #: Each owning layer's spec after block-size alignment and page unification.
     specs: dict[str, Spec]
 
+    @cached_property
+    def counts(self) -> dict[Spec, int]:
+        """How many owning layers have each distinct spec (the sums below go over these)."""
+        return dict(Counter(self.specs.values()))
+
     @property
     def block_size(self) -> int:
         """The smallest block size of any group (what the older token count multiplies by)."""
-        return min(s.block_size for s in self.specs.values())
+        return min(s.block_size for s in self.counts)
 
     @property
     def page_size_bytes(self) -> int:
         """The largest page of one layer (all pages are equal except in a uniform-type group)."""
-        return max(s.page_size_bytes for s in self.specs.values())
+        return max(s.page_size_bytes for s in self.counts)
 
     def blocks_per_request(self, max_model_len: int, reserve_tokens: int) -> int:
         """Blocks one request at ``max_model_len`` takes, as max concurrency counts them."""
@@ -96,15 +103,14 @@ class Layout:
             return sum(
                 g.spec.blocks_per_request(max_model_len, reserve_tokens) for g in self.groups
             )
-        return max(s.blocks_per_request(max_model_len, reserve_tokens) for s in self.specs.values())
+        return max(s.blocks_per_request(max_model_len, reserve_tokens) for s in self.counts)
 
     def request_bytes(self, max_model_len: int, reserve_tokens: int, rules: EngineRules) -> int:
         """Bytes the start-up check requires free for one request at ``max_model_len``."""
-        specs = list(self.specs.values())
         if rules.check == "per-layer" or self.kind == "uniform-type":
             return sum(
-                s.blocks_per_request(max_model_len, reserve_tokens) * s.page_size_bytes
-                for s in specs
+                n * s.blocks_per_request(max_model_len, reserve_tokens) * s.page_size_bytes
+                for s, n in self.counts.items()
             )
         if rules.check == "first-group":
             first = self.groups[0].spec.blocks_per_request(max_model_len, reserve_tokens)

@@ -85,7 +85,8 @@ def _layout(layers: list[Layer], run: _Run) -> Layout:
 def _side(layers: list[Layer], run: _Run) -> tuple[SidePlan, Layout]:
     layout = _layout(layers, run)
     max_len = run.max_model_len
-    bytes_per_token = sum(s.bytes_per_token for s in layout.specs.values())
+    counts = layout.counts
+    bytes_per_token = sum(n * s.bytes_per_token for s, n in counts.items())
     side = SidePlan(
         owners=len(layers),
         num_groups=len(layout.groups),
@@ -95,8 +96,8 @@ def _side(layers: list[Layer], run: _Run) -> tuple[SidePlan, Layout]:
         block_size=layout.block_size,
         page_size_bytes=layout.page_size_bytes,
         state_bytes=sum(
-            s.page_size_bytes * s.pages_per_request
-            for s in layout.specs.values()
+            n * s.page_size_bytes * s.pages_per_request
+            for s, n in counts.items()
             if isinstance(s, MambaSpec)
         ),
     )
@@ -104,9 +105,12 @@ def _side(layers: list[Layer], run: _Run) -> tuple[SidePlan, Layout]:
         return side, layout
     reserve = run.reserve_tokens
     per_sequence = sum(
-        s.tokens_held(max_len) * s.bytes_per_token
-        + (s.page_size_bytes * s.pages_per_request if isinstance(s, MambaSpec) else 0)
-        for s in layout.specs.values()
+        n
+        * (
+            s.tokens_held(max_len) * s.bytes_per_token
+            + (s.page_size_bytes * s.pages_per_request if isinstance(s, MambaSpec) else 0)
+        )
+        for s, n in counts.items()
     )
     per_request = layout.blocks_per_request(max_len, reserve)
     side = replace(
