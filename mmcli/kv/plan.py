@@ -204,7 +204,9 @@ def plan_kv_cache(
         group_of: list[int | None] = [None] * len(layers)
         engine_layout = without_layout
         if not map_errors:
-            with_side, layout = _side(owners, run)
+            # Nothing shared: both sides are the same layers, planned once.
+            shares = len(owners) < len(kv_layers)
+            with_side, layout = _side(owners, run) if shares else (without, without_layout)
             if config.engine_shares:
                 engine_layout = layout
             owner_groups = [
