@@ -78,9 +78,19 @@ def test_fuzzed_option_values_keep_the_contract(
     base, options = command
     option = data.draw(st.sampled_from(options))
     value = data.draw(VALUES)
-    if command[0][0] == "bench" and option == "--placeholders" and value.strip().isdigit():
+    if (
+        command[0][0] == "bench"
+        and option == "--placeholders"
+        and value.strip().isascii()
+        and value.strip().isdigit()
+    ):
         value = str(min(int(value.strip()), 64))  # keep a valid run quick
-    if command[0][0] == "bench" and option == "--hidden" and value.strip().isdigit():
+    if (
+        command[0][0] == "bench"
+        and option == "--hidden"
+        and value.strip().isascii()
+        and value.strip().isdigit()
+    ):
         value = str(min(int(value.strip()), 64))
     code, out, err = run([*base, option, value])
     assert code in (0, 1, 2), (option, value, err)
