@@ -91,4 +91,4 @@ def quoted(text: str, limit: int | None = PRINTABLE_LIMIT) -> str:
 
 def plural(n: int, word: str) -> str:
     """``1 error``, ``2 errors``, ``0 warnings`` (regular plurals only)."""
-    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"

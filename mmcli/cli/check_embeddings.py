@@ -13,7 +13,7 @@ from rich.text import Text
 from mmcli.cli._boundary import guarded, report
 from mmcli.cli._output import OutputFormat, emit_json, progress, stderr, stdout
 from mmcli.cli.options import DeviceOpt, FormatOpt, QuietOpt, StrictOpt
-from mmcli.text import printable
+from mmcli.text import plural, printable
 
 if TYPE_CHECKING:
     from mmcli.check_embeddings import FileReport
@@ -179,10 +179,10 @@ def _render(reports: list[FileReport], totals: dict[str, int], device: str, *, q
     unreadable = sum(1 for r in reports if r.status == "error")
     failed = sum(1 for r in reports if r.status == "failed")
     parts = [
-        _plural(totals["files"], "file"),
-        _plural(totals["items"], "item"),
-        _plural(totals["errors"], "error"),
-        _plural(totals["warnings"], "warning"),
+        plural(totals["files"], "file"),
+        plural(totals["items"], "item"),
+        plural(totals["errors"], "error"),
+        plural(totals["warnings"], "warning"),
     ]
     tail = []
     if failed:
@@ -192,10 +192,6 @@ def _render(reports: list[FileReport], totals: dict[str, int], device: str, *, q
     line = ", ".join(parts) + (f" ({', '.join(tail)})" if tail else "")
     lines.add((line, "bold"))
     lines.flush()
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 _COLUMNS = (
