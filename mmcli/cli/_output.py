@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from enum import Enum
 from functools import cache
+from itertools import islice, repeat
+from json.encoder import encode_basestring_ascii
 from typing import IO, Any, TextIO, cast
 
 from rich.console import Console
@@ -79,14 +81,18 @@ def emit_json(document: dict[str, Any]) -> None:
     Written as it is encoded, in pieces, so a huge document is never held twice in memory;
     the elements of a list of :data:`_LONG_LIST` or more items (a plan's ``layers`` for a
     1,000,000-layer config) are printed one per line by the C encoder, which is an order of
-    magnitude faster than the indenting one.
+    magnitude faster than the indenting one, or by the list itself when it has a
+    ``json_rows()`` method that yields each element's compact JSON.
     """
     batch: list[str] = []
+    size = 0
     for piece in _encode(document, ""):
         batch.append(piece)
-        if len(batch) >= 4096:
+        size += len(piece)
+        if size >= 1 << 20:  # write about a megabyte at a time
             sys.stdout.write("".join(batch))
             batch.clear()
+            size = 0
     batch.append("\n")
     sys.stdout.write("".join(batch))
     sys.stdout.flush()
@@ -94,9 +100,25 @@ def emit_json(document: dict[str, Any]) -> None:
 
 def _encode(value: Any, pad: str) -> Iterator[str]:
     """``json.dumps(jsonable(value), indent=2, allow_nan=False)`` at indentation ``pad``, in
-    pieces (long lists as one compact element per line)."""
+    pieces (long lists as one compact element per line, at any depth)."""
     inner = pad + "  "
-    if isinstance(value, dict) and value:
+    texts: Iterator[str] | None = None
+    rows = getattr(value, "json_rows", None)  # a list that can write its own rows
+    if rows is not None:
+        if len(value) >= _LONG_LIST:
+            texts = rows()
+        else:
+            value = list(value)
+    elif isinstance(value, list | tuple) and len(value) >= _LONG_LIST:
+        texts = _compact(value)
+    if texts is not None:
+        between = ",\n" + inner
+        chunk = list(islice(texts, 4096))
+        yield "[\n" + inner + between.join(chunk)
+        while chunk := list(islice(texts, 4096)):
+            yield between + between.join(chunk)
+        yield f"\n{pad}]"
+    elif isinstance(value, dict) and value:
         yield "{"
         sep = "\n"
         for key, item in value.items():
@@ -104,20 +126,30 @@ def _encode(value: Any, pad: str) -> Iterator[str]:
             yield from _encode(item, inner)
             sep = ",\n"
         yield f"\n{pad}}}"
-    elif isinstance(value, list | tuple) and len(value) >= _LONG_LIST:
+    elif isinstance(value, list | tuple) and value:
         yield "["
         sep = "\n"
         for item in value:
-            try:
-                text = _ROW.encode(item)
-            except (ValueError, TypeError):  # NaN or infinity (or a non-str key): clean it first
-                text = _ROW.encode(jsonable(item))
-            yield f"{sep}{inner}{text}"
+            yield sep + inner
+            yield from _encode(item, inner)
             sep = ",\n"
         yield f"\n{pad}]"
-    else:
-        text = json.dumps(jsonable(value), indent=2, allow_nan=False)
-        yield text.replace("\n", "\n" + pad) if pad else text
+    else:  # a scalar, or an empty list or dict
+        yield json.dumps(jsonable(value), allow_nan=False)
+
+
+def _compact(items: list[Any] | tuple[Any, ...]) -> Iterator[str]:
+    """Each element as compact JSON: strings in C (a plan's million layer names)."""
+    if all(map(isinstance, items, repeat(str))):
+        return map(encode_basestring_ascii, items)
+    return (_compact_one(item) for item in items)
+
+
+def _compact_one(item: Any) -> str:
+    try:
+        return _ROW.encode(item)
+    except (ValueError, TypeError):  # NaN or infinity (or a non-str key): clean it first
+        return _ROW.encode(jsonable(item))
 
 
 def progress(*, enabled: bool) -> Progress:

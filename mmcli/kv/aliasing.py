@@ -2,27 +2,17 @@
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 from mmcli.dtypes import kv_torch_dtype
 from mmcli.errors import InputError
 from mmcli.kv.result import KVPlan
-from mmcli.kv.sharing import initialize_kv_cache_for_kv_sharing
+from mmcli.kv.sharing import first_group_of, initialize_kv_cache_for_kv_sharing
 from mmcli.kv.spec import KVCacheGroupSpec, KVCacheSpec, MLAAttentionSpec
 from mmcli.kv.state import MambaSpec
-
-
-@dataclass(frozen=True)
-class MetaCache:
-    """A cache tensor's shape and dtype without storage: what ``meta`` allocates.
-
-    Stands in for a ``torch`` meta tensor so that the default check neither allocates nor
-    pays for importing torch (seconds, more than the whole plan of a 100,000-layer model).
-    """
-
-    shape: tuple[int, ...]
-    dtype: str
 
 
 @dataclass
@@ -61,10 +51,12 @@ def check_aliasing(plan: KVPlan, device: Any) -> AliasingReport:
     caches: dict[str, Any] = {}
     group_size = max((len(g.layer_names) for g in groups), default=0)
     if device_name == "meta":
+        # What meta allocates: nothing. Each owner's stand-in is a bare object of its own
+        # (made in C), so aliasing is object identity, as it is for tensors.
         for group in groups:
-            shape, dtype_name = cache_layout(group.kv_cache_spec)
-            for name in group.layer_names:
-                caches[name] = MetaCache(shape, dtype_name)
+            cache_layout(group.kv_cache_spec)  # each group's view must be expressible
+            names = group.layer_names
+            caches.update(zip(names, map(object.__new__, repeat(object, len(names))), strict=True))
         tensors = len(caches)
     else:
         import torch
@@ -90,15 +82,17 @@ def check_aliasing(plan: KVPlan, device: Any) -> AliasingReport:
     initialize_kv_cache_for_kv_sharing(shared, groups, caches)
 
     problems: list[str] = []
-    group_of = {name: g for g, group in enumerate(groups) for name in group.layer_names}
-    for layer, target in shared.items():
-        a, b = caches.get(layer), caches.get(target)
-        if a is None or b is None or a is not b:
-            problems.append(f"{layer} does not read the tensor of its target {target}")
-        elif device_name != "meta" and a.data_ptr() != b.data_ptr():  # same object, same storage
-            problems.append(f"{layer} and {target} do not share storage")
-        if group_of.get(layer) != group_of.get(target):
-            problems.append(f"{layer} is not in the group of its target {target}")
+    group_of = first_group_of(groups)
+    layers, targets = list(shared), list(shared.values())
+    # Checked over the whole map in C first; entry by entry only to say what is wrong.
+    read: list[Any] = list(map(caches.get, layers))
+    owned: list[Any] = list(map(caches.get, targets))
+    aliased = None not in owned and all(map(operator.is_, read, owned))
+    grouped = list(map(group_of.get, layers)) == list(map(group_of.get, targets))
+    if device_name != "meta" and aliased:  # the same objects: check their storage too
+        aliased = all(a.data_ptr() == b.data_ptr() for a, b in zip(read, owned, strict=True))
+    if not (aliased and grouped):
+        problems = _alias_problems(shared, caches, group_of, meta=device_name == "meta")
     expected = [g.layer_names for g in plan.groups]
     if [g.layer_names for g in groups] != expected:
         problems.append("the groups after sharing differ from the plan's groups")
@@ -109,3 +103,19 @@ def check_aliasing(plan: KVPlan, device: Any) -> AliasingReport:
         tensors=tensors,
         problems=problems,
     )
+
+
+def _alias_problems(
+    shared: dict[str, str], caches: dict[str, Any], group_of: dict[str, int], *, meta: bool
+) -> list[str]:
+    """Each sharing layer that does not read its target's tensor or sit in its group."""
+    problems = []
+    for layer, target in shared.items():
+        a, b = caches.get(layer), caches.get(target)
+        if a is None or b is None or a is not b:
+            problems.append(f"{layer} does not read the tensor of its target {target}")
+        elif not meta and a.data_ptr() != b.data_ptr():  # same object, same storage
+            problems.append(f"{layer} and {target} do not share storage")
+        if group_of.get(layer) != group_of.get(target):
+            problems.append(f"{layer} is not in the group of its target {target}")
+    return problems

@@ -23,7 +23,7 @@ recurrent state (:class:`~mmcli.kv.state.MambaSpec`). Facts mirrored:
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 
@@ -49,6 +49,68 @@ class EngineRefusal(Exception):
         self.hint = hint
 
 
+@dataclass(frozen=True)
+class LayerSpecs:
+    """Each owning layer's spec, in layer order, with every distinct spec stored once.
+
+    Layer ``names[i]`` has spec ``table[index[i]]``. A model of a million layers has a handful
+    of specs, so the engine's steps change the table and count over it; only grouping walks
+    the layers.
+    """
+
+    names: list[str]
+    table: list[Spec]
+    index: list[int]
+
+    @classmethod
+    def of(cls, names: list[str], specs: list[Spec]) -> LayerSpecs:
+        """From each layer's name and spec, in layer order (equal specs share one slot)."""
+        ids = list(map(id, specs))
+        table: list[Spec] = []
+        slot_of_value: dict[Spec, int] = {}
+        slot_of_id: dict[int, int] = {}
+        # Per distinct object (a handful), then per layer in C: no Python code per layer.
+        for key, spec in dict(zip(ids, specs, strict=True)).items():
+            slot = slot_of_value.get(spec)
+            if slot is None:
+                slot = slot_of_value[spec] = len(table)
+                table.append(spec)
+            slot_of_id[key] = slot
+        return cls(names, table, list(map(slot_of_id.__getitem__, ids)))
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def per_layer(self) -> list[Spec]:
+        """Every layer's spec, in layer order."""
+        return list(map(self.table.__getitem__, self.index))
+
+    def items(self) -> Iterator[tuple[str, Spec]]:
+        return zip(self.names, self.per_layer(), strict=True)
+
+    def counts(self) -> dict[Spec, int]:
+        """How many layers have each distinct spec."""
+        return {self.table[slot]: n for slot, n in Counter(self.index).items()}
+
+    def map(self, change: Callable[[str, Spec], Spec]) -> LayerSpecs:
+        """``change`` applied to each distinct spec, given the first layer that has it (the
+        name an error names); specs that become equal share one slot."""
+        first = [self.names[self.index.index(slot)] for slot in range(len(self.table))]
+        table: list[Spec] = []
+        slot_of: dict[Spec, int] = {}
+        remap: list[int] = []
+        for name, spec in zip(first, self.table, strict=True):
+            new = change(name, spec)
+            slot = slot_of.get(new)
+            if slot is None:
+                slot = slot_of[new] = len(table)
+                table.append(new)
+            remap.append(slot)
+        same = remap == list(range(len(remap)))
+        index = self.index if same else list(map(remap.__getitem__, self.index))
+        return LayerSpecs(self.names, table, index)
+
+
 @dataclass
 class EngineGroup:
     """One KV-cache group: layers sharing one block table, with each layer's spec."""
@@ -64,7 +126,7 @@ class EngineGroup:
 
     @property
     def attention(self) -> str:
-        kinds = sorted({s.attention for s in self.specs})
+        kinds = sorted({s.attention for s in {id(s): s for s in self.specs}.values()})
         return "+".join(kinds)
 
 
@@ -80,12 +142,12 @@ class Layout:
     #: Layers in the largest group (the number of pool tensors).
     group_size: int
     #: Each owning layer's spec after block-size alignment and page unification.
-    specs: dict[str, Spec]
+    specs: LayerSpecs
 
     @cached_property
     def counts(self) -> dict[Spec, int]:
         """How many owning layers have each distinct spec (the sums below go over these)."""
-        return dict(Counter(self.specs.values()))
+        return self.specs.counts()
 
     @property
     def block_size(self) -> int:
@@ -118,33 +180,18 @@ class Layout:
         return self.bytes_per_block * self.blocks_per_request(max_model_len, reserve_tokens)
 
 
-def map_specs(specs: dict[str, Spec], change: Callable[[str, Spec], Spec]) -> dict[str, Spec]:
-    """``change`` applied to each layer's spec, computed once per distinct spec (a model of a
-    million layers has a handful of specs)."""
-    done: dict[Spec, Spec] = {}
-    out: dict[str, Spec] = {}
-    for name, spec in specs.items():
-        new = done.get(spec)
-        if new is None:
-            new = done[spec] = change(name, spec)
-        out[name] = new
-    return out
-
-
 def align_hybrid_block_size(
-    specs: dict[str, Spec], block_size: int, rules: EngineRules
-) -> tuple[dict[str, Spec], int]:
+    specs: LayerSpecs, block_size: int, rules: EngineRules
+) -> tuple[LayerSpecs, int]:
     """Raise the attention block size until a page holds one state; pad the states to it.
 
     Returns the specs with their block size (and padded state pages) and the block size. A
     model without state layers, or without attention layers, is returned unchanged.
     """
-    distinct = list(dict.fromkeys(specs.values()))  # in layer order
-    states = [s for s in distinct if isinstance(s, MambaSpec)]
-    attention = [s for s in distinct if isinstance(s, KVCacheSpec)]
+    states = [s for s in specs.table if isinstance(s, MambaSpec)]  # the table is in layer order
+    attention = [s for s in specs.table if isinstance(s, KVCacheSpec)]
     if not states or not attention:
-        same = map_specs(specs, lambda _, s: replace(s, block_size=block_size))
-        return same, block_size
+        return specs.map(lambda _, s: replace(s, block_size=block_size)), block_size
     state_page = max(s.state_bytes for s in states)
     per_token = attention[0].bytes_per_token  # the model's own attention geometry
     mla = isinstance(attention[0], MLAAttentionSpec)
@@ -158,12 +205,12 @@ def align_hybrid_block_size(
             return replace(spec, block_size=block, page_size_padded=page)
         return replace(spec, block_size=block)
 
-    return map_specs(specs, aligned), block
+    return specs.map(aligned), block
 
 
-def _unify_pages(specs: dict[str, Spec], rules: EngineRules) -> dict[str, Spec]:
+def _unify_pages(specs: LayerSpecs, rules: EngineRules) -> LayerSpecs:
     """Make every page the largest page: scale block sizes by the ratio (or pad, from 0.29)."""
-    largest = max(s.page_size_bytes for s in set(specs.values()))
+    largest = max(s.page_size_bytes for s in specs.table)
 
     def unify(name: str, spec: Spec) -> Spec:
         page = spec.page_size_bytes
@@ -186,51 +233,48 @@ def _unify_pages(specs: dict[str, Spec], rules: EngineRules) -> dict[str, Spec]:
             "page size'; use an equal head geometry or --disable-hybrid-kv-cache-manager",
         )
 
-    return map_specs(specs, unify)
+    return specs.map(unify)
 
 
-def _uniform_type(specs: Sequence[Spec]) -> bool:
-    distinct = set(specs)
-    return len({s.type_key for s in distinct}) == 1 and len({s.block_size for s in distinct}) == 1
+def _uniform_type(kinds: Sequence[Spec]) -> bool:
+    return len({s.type_key for s in kinds}) == 1 and len({s.block_size for s in kinds}) == 1
 
 
-def group_layers(specs: dict[str, Spec], rules: EngineRules) -> Layout:
-    """The engine's groups for the owning layers (``specs`` in layer order, blocks aligned)."""
-    names = list(specs)
-    values = list(specs.values())
-    if len(set(values)) == 1:
-        spec = values[0]
-        group = EngineGroup(0, names, list(values))
+def group_layers(specs: LayerSpecs, rules: EngineRules) -> Layout:
+    """The engine's groups for the owning layers (in layer order, blocks aligned)."""
+    names = specs.names
+    if len(specs.table) == 1:
+        spec = specs.table[0]
+        group = EngineGroup(0, list(names), [spec] * len(names))
         return Layout("uniform", [group], spec.page_size_bytes * len(names), len(names), specs)
-    if _uniform_type(values):
-        group = EngineGroup(0, names, list(values))
-        total = sum(s.page_size_bytes for s in values)
+    if _uniform_type(specs.table):
+        group = EngineGroup(0, list(names), specs.per_layer())
+        total = sum(n * s.page_size_bytes for s, n in specs.counts().items())
         return Layout("uniform-type", [group], total, len(names), specs)
     specs = _unify_pages(specs, rules)
-    buckets: dict[Spec, list[str]] = {}
-    for name, spec in specs.items():
-        buckets.setdefault(spec, []).append(name)
-    sizes = [len(b) for b in buckets.values()]
+    buckets: list[list[str]] = [[] for _ in specs.table]  # one per spec, in layer order
+    for name, slot in zip(names, specs.index, strict=True):
+        buckets[slot].append(name)
+    sizes = [len(b) for b in buckets]
     group_size = min(sizes)
     if rules.group_threshold is not None and max(sizes) < group_size * rules.group_threshold:
         group_size = max(sizes)
     groups: list[EngineGroup] = []
-    for spec, members in buckets.items():
+    for spec, members in zip(specs.table, buckets, strict=True):
         k = cdiv(len(members), group_size)
         for i in range(k):
             chosen = members[i::k]
             groups.append(EngineGroup(len(groups), chosen, [spec] * len(chosen)))
-    page = next(iter(specs.values())).page_size_bytes
+    page = specs.table[0].page_size_bytes
     return Layout("hybrid", groups, page * group_size, group_size, specs)
 
 
-def disable_hybrid(specs: dict[str, Spec]) -> dict[str, Spec]:
+def disable_hybrid(specs: LayerSpecs) -> LayerSpecs:
     """``--disable-hybrid-kv-cache-manager``: sliding and chunked layers become full layers."""
     from mmcli.kv.spec import FullAttentionSpec
 
-    distinct = set(specs.values())
-    if any(isinstance(s, MambaSpec) for s in distinct):
-        if any(isinstance(s, KVCacheSpec) for s in distinct):
+    if any(isinstance(s, MambaSpec) for s in specs.table):
+        if any(isinstance(s, KVCacheSpec) for s in specs.table):
             raise EngineRefusal(
                 "with the hybrid KV cache manager disabled the engine cannot hold attention and "
                 "state layers together",
@@ -244,7 +288,7 @@ def disable_hybrid(specs: dict[str, Spec]) -> dict[str, Spec]:
             return FullAttentionSpec(spec.block_size, spec.num_kv_heads, spec.head_size, spec.dtype)
         return spec
 
-    return map_specs(specs, as_full)
+    return specs.map(as_full)
 
 
 def num_blocks(layout: Layout, memory_bytes: int) -> int:

@@ -7,7 +7,7 @@ Layouts (which layer holds what) are in :mod:`mmcli.kv.hf_layouts`, recurrent st
 
 from __future__ import annotations
 
-from dataclasses import replace
+from itertools import repeat
 from typing import Any
 
 from mmcli.dtypes import kv_dtype
@@ -215,6 +215,8 @@ class _Specs:
 
 def _build_layers(kinds: list[str], specs: _Specs) -> tuple[list[Layer], list[int | None]]:
     """The layers, and for each HF layer index the position of its attention layer."""
+    if HYBRID not in kinds and PARALLEL_HYBRID not in kinds:
+        return _one_per_index(kinds, specs)
     layers: list[Layer] = []
     attention_at: list[int | None] = []
     for i, kind in enumerate(kinds):
@@ -236,6 +238,25 @@ def _build_layers(kinds: list[str], specs: _Specs) -> tuple[list[Layer], list[in
         attention_at.append(len(layers) if isinstance(spec, KVCacheSpec) else None)
         layers.append(Layer(hf_layer_name(i, kind), spec, None, kind))
     return layers, attention_at
+
+
+def _one_per_index(kinds: list[str], specs: _Specs) -> tuple[list[Layer], list[int | None]]:
+    """One layer per HF index, built per layer type (a million layers have a handful)."""
+    spec_of: dict[str, KVCacheSpec | MambaSpec | None] = {}
+    suffix_of: dict[str, str] = {}
+    for kind in dict.fromkeys(kinds):
+        if kind in STATE_TYPES:
+            spec_of[kind] = specs.state(kind)
+        elif kind in NO_KV_TYPES:
+            spec_of[kind] = None
+        else:
+            spec_of[kind] = specs.attention(kind)
+        suffix_of[kind] = hf_layer_name(0, kind).removeprefix("model.layers.0")
+    names = [f"model.layers.{i}{suffix_of[kind]}" for i, kind in enumerate(kinds)]
+    per_layer = list(map(spec_of.__getitem__, kinds))
+    layers = list(map(Layer, names, per_layer, repeat(None), kinds))
+    attention = {kind: isinstance(spec, KVCacheSpec) for kind, spec in spec_of.items()}
+    return layers, [i if attention[kind] else None for i, kind in enumerate(kinds)]
 
 
 def _mtp_layers(text: dict[str, Any], n: int, specs: _Specs, where: str) -> list[Layer]:
@@ -260,7 +281,8 @@ def parse_hf_config(doc: dict[str, Any], *, default_name: str, where: str) -> Mo
             continue
         pos, tpos = attention_at[i], attention_at[target]
         if pos is not None and tpos is not None:
-            layers[pos] = replace(layers[pos], kv_sharing_target=layers[tpos].name)
+            owner = layers[pos]  # built directly: replace() costs 4x (a million layers)
+            layers[pos] = Layer(owner.name, owner.spec, layers[tpos].name, owner.kind)
     name = doc.get("_name_or_path") or doc.get("model_type") or default_name
     k_eq_v = text.get("attention_k_eq_v")
     if k_eq_v is not None and not isinstance(k_eq_v, bool):

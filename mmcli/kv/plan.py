@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from operator import attrgetter
+from typing import cast
 
 from mmcli.errors import InputError
 from mmcli.findings import Finding
 from mmcli.kv.engine import (
     EngineRefusal,
+    LayerSpecs,
     Layout,
     align_hybrid_block_size,
     check_memory,
     disable_hybrid,
     group_layers,
     largest_max_model_len,
-    map_specs,
     num_blocks,
 )
 from mmcli.kv.model import DEFAULT_BLOCK_SIZE, ModelConfig
@@ -22,7 +24,7 @@ from mmcli.kv.options import PlanOptions
 from mmcli.kv.ranks import rank_layers
 from mmcli.kv.releases import NEWEST, EngineRules, describe, parse_release
 from mmcli.kv.result import GroupPlan, KVPlan, SidePlan
-from mmcli.kv.sharing import validate_sharing_map
+from mmcli.kv.sharing import first_group_of, validate_sharing_map
 from mmcli.kv.spec import KVCacheSpec, Layer, MLAAttentionSpec
 from mmcli.kv.state import MambaSpec
 
@@ -33,10 +35,18 @@ MAMBA_PREFIX_CACHING_MODELS = frozenset(
 )
 
 
-def _state_pages(config: ModelConfig, layers: list[Layer], options: PlanOptions) -> int:
+def _distinct_specs(layers: list[Layer]) -> list[KVCacheSpec | MambaSpec | None]:
+    """The layers' spec objects, each once (a million layers have a handful), made in C."""
+    specs = list(map(attrgetter("spec"), layers))
+    return list(dict(zip(map(id, specs), specs, strict=True)).values())
+
+
+def _state_pages(
+    config: ModelConfig, specs: list[KVCacheSpec | MambaSpec | None], options: PlanOptions
+) -> int:
     """States one request holds in each state group: 1, or 2 under prefix caching ("align")."""
     rules = options.rules
-    if not any(isinstance(layer.spec, MambaSpec) for layer in layers):
+    if not any(isinstance(spec, MambaSpec) for spec in specs):
         return 1
     caching = options.enable_prefix_caching
     if caching is None:
@@ -65,18 +75,16 @@ class _Run:
 
 
 def _layout(layers: list[Layer], run: _Run) -> Layout:
-    specs: dict[str, KVCacheSpec | MambaSpec] = {}
-    for layer in layers:
-        assert layer.spec is not None
-        specs[layer.name] = layer.spec
+    # Every layer here keeps a cache (the callers pass layers with a spec).
+    per_layer = cast(list[KVCacheSpec | MambaSpec], [layer.spec for layer in layers])
+    specs = LayerSpecs.of([layer.name for layer in layers], per_layer)
     pages = run.state_pages
-    specs = map_specs(
-        specs,
-        lambda _, s: replace(s, pages_per_request=pages) if isinstance(s, MambaSpec) else s,
+    specs = specs.map(
+        lambda _, s: replace(s, pages_per_request=pages) if isinstance(s, MambaSpec) else s
     )
     block = run.options.block_size or DEFAULT_BLOCK_SIZE
     specs, _ = align_hybrid_block_size(specs, block, run.rules)
-    chunked = any(getattr(s, "attention", "") == "chunked" for s in specs.values())
+    chunked = any(s.attention == "chunked" for s in specs.table)
     if run.options.disable_hybrid_kv_cache_manager or chunked:
         specs = disable_hybrid(specs)
     return group_layers(specs, run.rules)
@@ -163,7 +171,8 @@ def plan_kv_cache(
     max_len = options.max_model_len or config.max_model_len
     if max_len is not None and max_len <= 0:  # only a ModelConfig built in code
         raise InputError(f"{config.name}: max_model_len must be positive, got {max_len}")
-    if not any(layer.spec is not None for layer in layers):
+    distinct = _distinct_specs(layers)
+    if not any(spec is not None for spec in distinct):
         raise InputError(
             f"no layer of {config.name} keeps a KV cache or a state, so there is nothing to plan",
             hint="every layer is of a type without a cache",
@@ -182,7 +191,7 @@ def plan_kv_cache(
             )
         )
 
-    findings += _release_notes(layers, options)
+    findings += _release_notes(distinct, options)
     kv_layers = [layer for layer in layers if layer.spec is not None]
     owners = [layer for layer in kv_layers if layer.kv_sharing_target is None]
     if not owners:
@@ -191,9 +200,9 @@ def plan_kv_cache(
             hint="at least one layer must own its cache (no kv_sharing_target)",
         )
     run = _Run(
-        rules, max_len, _reserve_tokens(options), _state_pages(config, layers, options), options
+        rules, max_len, _reserve_tokens(options), _state_pages(config, distinct, options), options
     )
-    if len({layer.name for layer in layers}) < len(layers):
+    if any(f.code == "duplicate-layer" for f in findings):
         # Duplicate names: the engine keys caches by name, so there is no plan to make.
         return _unplanned(config, layers, findings, max_len, options)
     try:
@@ -215,16 +224,14 @@ def plan_kv_cache(
             groups = [
                 GroupPlan(g.index, g.attention, g.spec, list(g.layer_names)) for g in layout.groups
             ]
-            index_of = {layer.name: i for i, layer in enumerate(layers)}
-            for g in groups:
-                for name in g.layer_names:
-                    group_of[index_of[name]] = g.index
-            for i, layer in enumerate(layers):
-                if layer.kv_sharing_target is not None and layer.spec is not None:
-                    g_index = group_of[index_of[layer.kv_sharing_target]]
-                    assert g_index is not None
+            # A sharing layer joins its target's group (appended in layer order).
+            group_by_name: dict[str, int] = first_group_of(groups)
+            for layer in kv_layers:
+                if layer.kv_sharing_target is not None:
+                    g_index = group_by_name[layer.kv_sharing_target]
                     groups[g_index].layer_names.append(layer.name)
-                    group_of[i] = g_index
+                    group_by_name[layer.name] = g_index
+            group_of = list(map(group_by_name.get, [layer.name for layer in layers]))
     except EngineRefusal as refusal:
         raise InputError(refusal.message, hint=refusal.hint) from None
 
@@ -281,7 +288,9 @@ def _unplanned(
     )
 
 
-def _release_notes(layers: list[Layer], options: PlanOptions) -> list[Finding]:
+def _release_notes(
+    specs: list[KVCacheSpec | MambaSpec | None], options: PlanOptions
+) -> list[Finding]:
     """What the chosen rules cannot know: a newer release, a backend-chosen block size."""
     notes = []
     rules = options.rules
@@ -295,7 +304,7 @@ def _release_notes(layers: list[Layer], options: PlanOptions) -> list[Finding]:
                 hint="check its start-up log: mmcli kv-share explain LOG --config CONFIG",
             )
         )
-    if options.block_size is None and any(isinstance(lay.spec, MLAAttentionSpec) for lay in layers):
+    if options.block_size is None and any(isinstance(s, MLAAttentionSpec) for s in specs):
         notes.append(
             Finding(
                 "backend-block-size",

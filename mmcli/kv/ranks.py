@@ -50,8 +50,7 @@ def rank_layers(config: ModelConfig, options: PlanOptions) -> list[Layer]:
             hint="the engine needs num_attention_heads divisible by the tensor-parallel size",
         )
     dtype = None if options.kv_dtype == "auto" else options.kv_dtype
-    block = options.block_size
-    converted: dict[object, KVCacheSpec | MambaSpec] = {}
+    converted: dict[int, KVCacheSpec | MambaSpec] = {}  # by identity: few spec objects
     out: list[Layer] = []
     mtp = config.mtp_layers if options.mtp else []
     if options.mtp and not mtp:
@@ -63,37 +62,53 @@ def rank_layers(config: ModelConfig, options: PlanOptions) -> list[Layer]:
     for layer in [*config.layers, *mtp]:
         spec = layer.spec
         if spec is not None:
-            new = converted.get(spec)
+            new = converted.get(id(spec))
             if new is None:
-                if isinstance(spec, MambaSpec):
-                    ssm = options.mamba_ssm_cache_dtype
-                    if ssm == "auto":
-                        ssm = _release_ssm_dtype(config, spec, options.rules)
-                    new = replace(
-                        spec,
-                        tp=tp,
-                        block_size=block or DEFAULT_BLOCK_SIZE,
-                        ssm_dtype=spec.ssm_dtype if ssm == "auto" else ssm,
-                    )
-                    new.shapes()  # refuses a state that cannot be split across tp
-                else:
-                    heads_per_rank = (
-                        spec.num_kv_heads
-                        if isinstance(spec, MLAAttentionSpec)  # one latent, replicated
-                        else _heads_per_rank(spec.num_kv_heads, tp, layer.name)
-                    )
-                    new = replace(
-                        spec,
-                        dtype=_attention_dtype(spec, dtype, layer.name),
-                        block_size=block or spec.block_size,
-                        num_kv_heads=heads_per_rank,
-                    )
-                    if dtype == DS_MLA and isinstance(new, MLAAttentionSpec):
-                        new = replace(new, ds_mla=True)
-                converted[spec] = new
-            layer = replace(layer, spec=new)
+                new = _on_rank(spec, layer.name, config, options, dtype)
+                if new == spec:  # nothing changes on this rank: the layer is kept as it is
+                    new = spec
+                converted[id(spec)] = new
+            if new is not spec:
+                layer = Layer(layer.name, new, layer.kv_sharing_target, layer.kind)
         out.append(layer)
     return out + _draft_layers(out, options.num_draft_layers)
+
+
+def _on_rank(
+    spec: KVCacheSpec | MambaSpec,
+    where: str,
+    config: ModelConfig,
+    options: PlanOptions,
+    dtype: str | None,
+) -> KVCacheSpec | MambaSpec:
+    """A layer's spec as one tensor-parallel rank holds it, under the options."""
+    tp, block = options.tensor_parallel_size, options.block_size
+    if isinstance(spec, MambaSpec):
+        ssm = options.mamba_ssm_cache_dtype
+        if ssm == "auto":
+            ssm = _release_ssm_dtype(config, spec, options.rules)
+        state = replace(
+            spec,
+            tp=tp,
+            block_size=block or DEFAULT_BLOCK_SIZE,
+            ssm_dtype=spec.ssm_dtype if ssm == "auto" else ssm,
+        )
+        state.shapes()  # refuses a state that cannot be split across tp
+        return state
+    heads_per_rank = (
+        spec.num_kv_heads
+        if isinstance(spec, MLAAttentionSpec)  # one latent, replicated
+        else _heads_per_rank(spec.num_kv_heads, tp, where)
+    )
+    new = replace(
+        spec,
+        dtype=_attention_dtype(spec, dtype, where),
+        block_size=block or spec.block_size,
+        num_kv_heads=heads_per_rank,
+    )
+    if dtype == DS_MLA and isinstance(new, MLAAttentionSpec):
+        new = replace(new, ds_mla=True)
+    return new
 
 
 def _attention_dtype(spec: KVCacheSpec, dtype: str | None, where: str) -> str:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from json.encoder import encode_basestring_ascii
+from typing import Any, overload
 
 from mmcli.findings import Finding
 from mmcli.kv.options import PlanOptions
@@ -126,24 +129,7 @@ class KVPlan:
             return {"with_sharing": values[0], "without_sharing": values[1]}
 
         has_memory = self.options.sizes_pool
-        layers = []
-        for i, layer in enumerate(self.layers):
-            spec = layer.spec
-            layers.append(
-                {
-                    "index": i,
-                    "name": layer.name,
-                    "attention": layer.attention,
-                    "num_kv_heads": getattr(spec, "num_kv_heads", None),
-                    "head_size": getattr(spec, "head_size", None),
-                    "dtype": spec.dtype if spec is not None else None,
-                    "sliding_window": getattr(spec, "sliding_window", None),
-                    "attention_chunk_size": getattr(spec, "attention_chunk_size", None),
-                    "state_bytes": spec.state_bytes if isinstance(spec, MambaSpec) else None,
-                    "kv_sharing_target": layer.kv_sharing_target,
-                    "group": self.group_of[i],
-                }
-            )
+        layers = LayerRows(self.layers, self.group_of)
         return {
             "model": self.model,
             "source": self.source,
@@ -173,3 +159,77 @@ class KVPlan:
             "aliasing_verified": aliasing_verified,
             "exit_code": exit_code,
         }
+
+
+def _spec_fields(spec: KVCacheSpec | MambaSpec | None) -> dict[str, Any]:
+    """A layer's JSON fields that come from its spec."""
+    return {
+        "attention": "none" if spec is None else spec.attention,
+        "num_kv_heads": getattr(spec, "num_kv_heads", None),
+        "head_size": getattr(spec, "head_size", None),
+        "dtype": spec.dtype if spec is not None else None,
+        "sliding_window": getattr(spec, "sliding_window", None),
+        "attention_chunk_size": getattr(spec, "attention_chunk_size", None),
+        "state_bytes": spec.state_bytes if isinstance(spec, MambaSpec) else None,
+    }
+
+
+#: Compact JSON, as one row of a long list is printed.
+_ROW = json.JSONEncoder(allow_nan=False, separators=(", ", ": "))
+
+
+class LayerRows(Sequence[dict[str, Any]]):
+    """A plan's ``layers`` rows, made when asked for.
+
+    A million-layer plan never holds a million dicts: a row is built on indexing, and
+    :meth:`json_rows` writes the JSON text of every row straight from the layers, encoding
+    the fields a spec gives once per spec (a model has a handful).
+    """
+
+    def __init__(self, layers: list[Layer], group_of: list[int | None]) -> None:
+        self._layers = layers
+        self._group_of = group_of
+
+    def __len__(self) -> int:
+        return len(self._layers)
+
+    @overload
+    def __getitem__(self, i: int) -> dict[str, Any]: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[dict[str, Any]]: ...
+    def __getitem__(self, i: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        layer = self._layers[i]
+        return {
+            "index": i,
+            "name": layer.name,
+            **_spec_fields(layer.spec),
+            "kv_sharing_target": layer.kv_sharing_target,
+            "group": self._group_of[i],
+        }
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def json_rows(self) -> Iterator[str]:
+        """Each row as compact JSON (``", "`` and ``": "`` separators), in order."""
+        encode = encode_basestring_ascii  # what the encoder writes for a str (ASCII-safe)
+        middles: dict[int, str] = {}
+        for i, (layer, group) in enumerate(zip(self._layers, self._group_of, strict=True)):
+            spec = layer.spec
+            middle = middles.get(id(spec))
+            if middle is None:
+                middle = middles[id(spec)] = _ROW.encode(_spec_fields(spec))[1:-1]
+            target = layer.kv_sharing_target
+            yield (
+                f'{{"index": {i}, "name": {encode(layer.name)}, {middle}, "kv_sharing_target": '
+                f"{'null' if target is None else encode(target)}, "
+                f'"group": {"null" if group is None else group}}}'
+            )

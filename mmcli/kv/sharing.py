@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping, MutableMapping, Sequence
+from itertools import repeat
 from typing import Any
 
 from mmcli.errors import KVSharingError
@@ -46,12 +48,15 @@ def validate_sharing_map(layers: Sequence[Layer], *, strict: bool = False) -> li
     error. Linear in the number of layers.
     """
     findings: list[Finding] = []
-    index_of: dict[str, int] = {}
+    names = [layer.name for layer in layers]
+    # Each name's first index (later indices are overwritten by earlier ones).
+    index_of = dict(zip(reversed(names), range(len(names) - 1, -1, -1), strict=True))
     duplicates: dict[str, list[int]] = {}
-    for i, layer in enumerate(layers):
-        first = index_of.setdefault(layer.name, i)
-        if first != i:
-            duplicates.setdefault(layer.name, [first]).append(i)
+    if len(index_of) < len(names):
+        for i, name in enumerate(names):
+            first = index_of[name]
+            if first != i:
+                duplicates.setdefault(name, [first]).append(i)
     for name, where in duplicates.items():
         findings.append(
             Finding(
@@ -117,6 +122,8 @@ def validate_sharing_map(layers: Sequence[Layer], *, strict: bool = False) -> li
             if roots is None:
                 roots = _roots(layers, index_of)
             findings.append(_chain_finding(layers, i, j, roots[i]))
+        if layer.spec is tgt.spec and isinstance(layer.spec, KVCacheSpec):
+            continue  # one spec object: same attention, nothing differs (the common case)
         kv = isinstance(layer.spec, KVCacheSpec) and isinstance(tgt.spec, KVCacheSpec)
         if layer.attention != tgt.attention and not kv:
             findings.append(
@@ -246,6 +253,14 @@ def _chain_finding(layers: Sequence[Layer], i: int, j: int, root: int) -> Findin
     return Finding("chained-target", "error", message, hint=hint, layer=layer.name)
 
 
+def first_group_of(groups: Sequence[Any]) -> dict[str, int]:
+    """Each layer name's first group (by index) among groups with ``layer_names``."""
+    group_of: dict[str, int] = {}
+    for g in range(len(groups) - 1, -1, -1):  # earlier groups overwrite later ones
+        group_of.update(zip(groups[g].layer_names, repeat(g)))
+    return group_of
+
+
 def initialize_kv_cache_for_kv_sharing(
     shared_kv_cache_layers: Mapping[str, str],
     kv_cache_groups: Sequence[Any],
@@ -258,10 +273,48 @@ def initialize_kv_cache_for_kv_sharing(
     holds ``target``. Unlike the engine, the whole map is checked first; on any problem a
     :class:`~mmcli.errors.KVSharingError` lists them all and nothing is mutated.
     """
-    group_of: dict[str, int] = {}
-    for g, group in enumerate(kv_cache_groups):
-        for name in group.layer_names:
-            group_of.setdefault(name, g)
+    group_of = first_group_of(kv_cache_groups)
+    layers, targets = list(shared_kv_cache_layers), list(shared_kv_cache_layers.values())
+    if not _map_applies(layers, targets, shared_kv_cache_layers, group_of, kv_caches):
+        problems = _map_problems(shared_kv_cache_layers, group_of, kv_caches)
+        count = len(problems)
+        raise KVSharingError(
+            f"cannot apply the KV-sharing map: {count} problem{'s' if count != 1 else ''}, "
+            f"first: {problems[0]}",
+            problems=problems,
+            hint="nothing was changed; every sharing layer must name a different layer that "
+            "owns a cache and belongs to a KV-cache group",
+        )
+    kv_caches.update(zip(layers, map(kv_caches.__getitem__, targets), strict=True))
+    for layer, g in zip(layers, map(group_of.__getitem__, targets), strict=True):
+        kv_cache_groups[g].layer_names.append(layer)
+
+
+def _map_applies(
+    layers: list[str],
+    targets: list[str],
+    shared: Mapping[str, str],
+    group_of: Mapping[str, int],
+    kv_caches: MutableMapping[str, Any],
+) -> bool:
+    """Whether every entry of the map can be applied, tested per condition over the whole map
+    (in C: a million-layer map is checked in milliseconds); :func:`_map_problems` says why not."""
+    return not (
+        any(map(operator.eq, layers, targets))
+        or any(map(kv_caches.__contains__, layers))
+        or any(map(group_of.__contains__, layers))
+        or any(map(shared.__contains__, targets))
+        or not all(map(group_of.__contains__, targets))
+        or not all(map(kv_caches.__contains__, targets))
+    )
+
+
+def _map_problems(
+    shared_kv_cache_layers: Mapping[str, str],
+    group_of: Mapping[str, int],
+    kv_caches: MutableMapping[str, Any],
+) -> list[str]:
+    """Every problem of the map, entry by entry."""
     problems: list[str] = []
     for layer, target in shared_kv_cache_layers.items():
         if layer == target:
@@ -283,15 +336,4 @@ def initialize_kv_cache_for_kv_sharing(
             problems.append(f"layer {layer} targets {target}, which is in no KV-cache group")
         if target not in kv_caches:
             problems.append(f"layer {layer} targets {target}, which has no cache tensor")
-    if problems:
-        count = len(problems)
-        raise KVSharingError(
-            f"cannot apply the KV-sharing map: {count} problem{'s' if count != 1 else ''}, "
-            f"first: {problems[0]}",
-            problems=problems,
-            hint="nothing was changed; every sharing layer must name a different layer that "
-            "owns a cache and belongs to a KV-cache group",
-        )
-    for layer, target in shared_kv_cache_layers.items():
-        kv_caches[layer] = kv_caches[target]
-        kv_cache_groups[group_of[target]].layer_names.append(layer)
+    return problems

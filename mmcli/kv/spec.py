@@ -193,9 +193,14 @@ class KVCacheGroupSpec:
     kv_cache_spec: KVCacheSpec | MambaSpec
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Layer:
-    """One layer of a model as the planner sees it: its KV spec (None: it keeps no KV cache)."""
+    """One layer of a model as the planner sees it: its KV spec (None: it keeps no KV cache).
+
+    Treat it as immutable (build a new one with :func:`dataclasses.replace`). It is not frozen
+    only because a frozen dataclass takes four times as long to build, and a config may have a
+    million layers.
+    """
 
     name: str
     spec: KVCacheSpec | MambaSpec | None

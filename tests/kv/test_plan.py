@@ -9,7 +9,7 @@ import pytest
 
 from mmcli.errors import InputError
 from mmcli.kv.aliasing import check_aliasing
-from mmcli.kv.engine import group_layers
+from mmcli.kv.engine import LayerSpecs, group_layers
 from mmcli.kv.hf_config import parse_hf_config
 from mmcli.kv.model import ModelConfig
 from mmcli.kv.options import PlanOptions
@@ -189,7 +189,9 @@ def test_hybrid_with_sharing() -> None:
 
 
 def engine_groups(specs: list[Any], release: str) -> list[list[str]]:
-    layout = group_layers({name(i): spec for i, spec in enumerate(specs)}, rules_for(release))
+    layout = group_layers(
+        LayerSpecs.of([name(i) for i in range(len(specs))], list(specs)), rules_for(release)
+    )
     return [g.layer_names for g in layout.groups]
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from mmcli.kv.engine import Layout, group_layers, largest_max_model_len, num_blocks
+from mmcli.kv.engine import LayerSpecs, Layout, group_layers, largest_max_model_len, num_blocks
 from mmcli.kv.model import ModelConfig
 from mmcli.kv.options import PlanOptions
 from mmcli.kv.plan import plan_kv_cache
@@ -22,7 +22,9 @@ GiB = 2**30
 
 
 def layout(specs: list[KVCacheSpec], release: str = "0.20") -> Layout:
-    return group_layers({f"layer.{i}": s for i, s in enumerate(specs)}, rules_for(release))
+    return group_layers(
+        LayerSpecs.of([f"layer.{i}" for i in range(len(specs))], list(specs)), rules_for(release)
+    )
 
 
 def groups(specs: list[KVCacheSpec]) -> list[list[int]]:

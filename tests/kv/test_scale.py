@@ -1,0 +1,222 @@
+"""The planner at scale: per-distinct-spec tables, rows made on demand, C-level map checks,
+and a million-layer config planned as JSON in a real process within the contract's bounds."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import time
+from contextlib import redirect_stdout
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mmcli.cli._output import emit_json
+from mmcli.kv import sharing
+from mmcli.kv.aliasing import check_aliasing
+from mmcli.kv.engine import LayerSpecs, disable_hybrid, group_layers
+from mmcli.kv.hf_config import parse_hf_config
+from mmcli.kv.options import PlanOptions
+from mmcli.kv.plan import plan_kv_cache
+from mmcli.kv.releases import rules_for
+from mmcli.kv.result import LayerRows
+from mmcli.kv.spec import FullAttentionSpec, SlidingWindowSpec
+
+FULL = FullAttentionSpec(16, 8, 64, "float16")
+SLIDE = SlidingWindowSpec(16, 8, 64, "float16", 1024)
+
+
+def gemma(n: int, **extra: Any) -> dict[str, Any]:
+    """A Gemma-3-like HF text config of ``n`` layers: 5 sliding, then 1 full."""
+    return {
+        "model_type": "gemma3_text",
+        "num_hidden_layers": n,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "hidden_size": 2048,
+        "sliding_window": 1024,
+        "max_position_embeddings": 32768,
+        "torch_dtype": "bfloat16",
+        "layer_types": [
+            "full_attention" if (i + 1) % 6 == 0 else "sliding_attention" for i in range(n)
+        ],
+        **extra,
+    }
+
+
+# -- LayerSpecs -----------------------------------------------------------------------------
+
+
+def test_equal_specs_share_a_slot_even_as_distinct_objects() -> None:
+    twin = replace(FULL)  # equal, not the same object
+    assert twin is not FULL
+    specs = LayerSpecs.of(["a", "b", "c", "d"], [FULL, SLIDE, twin, SLIDE])
+    assert specs.table == [FULL, SLIDE]
+    assert specs.index == [0, 1, 0, 1]
+    assert specs.counts() == {FULL: 2, SLIDE: 2}
+    assert list(specs.items()) == [("a", FULL), ("b", SLIDE), ("c", FULL), ("d", SLIDE)]
+
+
+def test_map_changes_each_spec_once_with_its_first_layer_and_merges_equal_results() -> None:
+    specs = LayerSpecs.of(["s0", "f1", "s2"], [SLIDE, FULL, SLIDE])
+    seen: list[str] = []
+
+    def record(name: str, spec: Any) -> Any:
+        seen.append(name)
+        return spec
+
+    assert specs.map(record) is not specs
+    assert seen == ["s0", "f1"]
+    # Sliding becomes full: two slots become one, and every layer points at it.
+    merged = disable_hybrid(specs)
+    assert merged.table == [FULL]
+    assert merged.index == [0, 0, 0]
+    assert merged.counts() == {FULL: 3}
+
+
+def test_groups_from_the_table_match_the_layer_order() -> None:
+    names = [f"l{i}" for i in range(12)]
+    per_layer = [FULL if (i + 1) % 6 == 0 else SLIDE for i in range(12)]
+    layout = group_layers(LayerSpecs.of(names, per_layer), rules_for("0.34"))
+    # 10 sliding, 2 full: group size 2, sliding split into 5 strided groups.
+    assert [g.layer_names for g in layout.groups] == [
+        ["l0", "l6"],
+        ["l1", "l7"],
+        ["l2", "l8"],
+        ["l3", "l9"],
+        ["l4", "l10"],
+        ["l5", "l11"],
+    ]
+    assert layout.counts == {SLIDE: 10, FULL: 2}
+
+
+# -- LayerRows and the JSON they write -------------------------------------------------------
+
+
+def _plan(n: int, **extra: Any) -> Any:
+    model = parse_hf_config(gemma(n, **extra), default_name="g", where="config.json")
+    return plan_kv_cache(model, PlanOptions(memory_bytes=2**30))
+
+
+def test_layer_rows_behave_as_a_list_of_dicts() -> None:
+    plan = _plan(12)
+    rows = plan.to_json(aliasing_verified=True, exit_code=0)["layers"]
+    assert isinstance(rows, LayerRows)
+    assert len(rows) == 12
+    assert rows[0]["name"] == "model.layers.0.self_attn.attn"
+    assert rows[-1] == rows[11]
+    assert rows[5]["attention"] == "full" and rows[0]["sliding_window"] == 1024
+    assert rows[10:] == [rows[10], rows[11]]
+    assert rows == list(rows)
+    with pytest.raises(IndexError):
+        rows[12]
+
+
+def test_json_rows_are_the_rows_encoded() -> None:
+    plan = _plan(12)
+    rows = plan.to_json(aliasing_verified=True, exit_code=0)["layers"]
+    texts = list(rows.json_rows())
+    assert [json.loads(t) for t in texts] == list(rows)
+    compact = json.JSONEncoder(separators=(", ", ": "))
+    assert texts == [compact.encode(row) for row in rows]
+
+
+def _printed(doc: dict[str, Any]) -> str:
+    out = io.StringIO()
+    with redirect_stdout(out):
+        emit_json(doc)
+    return out.getvalue()
+
+
+def test_a_short_layer_list_prints_indented_as_before() -> None:
+    doc = _plan(12).to_json(aliasing_verified=True, exit_code=0)
+    plain = {**doc, "layers": list(doc["layers"])}
+    assert _printed(doc) == json.dumps(plain, indent=2) + "\n"
+
+
+def test_a_long_layer_list_prints_one_row_per_line() -> None:
+    n = 12_000
+    doc = _plan(n, num_kv_shared_layers=0).to_json(aliasing_verified=True, exit_code=0)
+    text = _printed(doc)
+    assert json.loads(text)["layers"] == list(doc["layers"])
+    lines = text.splitlines()
+    first = lines.index('  "layers": [')
+    assert lines[first + 1].startswith('    {"index": 0, "name": ')
+    assert lines[first + n].startswith(f'    {{"index": {n - 1}, ')
+    assert lines[first + n + 1] == "  ],"
+
+
+# -- the map checked in C, explained entry by entry -----------------------------------------
+
+
+def test_aliasing_names_the_layer_when_an_alias_goes_wrong(monkeypatch: Any) -> None:
+    model = parse_hf_config(
+        {
+            "model_type": "gemma3n_text",
+            "num_hidden_layers": 4,
+            "num_attention_heads": 8,
+            "num_key_value_heads": 2,
+            "head_dim": 256,
+            "hidden_size": 2048,
+            "sliding_window": 512,
+            "num_kv_shared_layers": 2,
+            "layer_types": ["sliding_attention", "full_attention"] * 2,
+        },
+        default_name="g",
+        where="config.json",
+    )
+    plan = plan_kv_cache(model, PlanOptions())
+    assert check_aliasing(plan, "meta").verified
+    real = sharing.initialize_kv_cache_for_kv_sharing
+
+    def swapped(shared: Any, groups: Any, caches: Any) -> None:
+        real(shared, groups, caches)
+        first = next(iter(shared))
+        caches[first] = object()  # no longer its target's cache
+
+    monkeypatch.setattr("mmcli.kv.aliasing.initialize_kv_cache_for_kv_sharing", swapped)
+    report = check_aliasing(plan, "meta")
+    assert not report.verified
+    layer = next(iter(plan.sharing_map()))
+    assert report.problems == [
+        f"{layer} does not read the tensor of its target {plan.sharing_map()[layer]}"
+    ]
+
+
+# -- a million layers, in a real process -----------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shared", [0, 500_000])
+def test_a_million_layer_plan_as_json_is_bounded(tmp_path: Path, shared: int) -> None:
+    """Issue-sized: < 10 s of CPU (startup included) and < 1 GiB resident, exit 1 (the
+    default memory cannot hold a request), valid JSON with every layer."""
+    config = tmp_path / "config.json"
+    doc = gemma(1_000_000)
+    if shared:
+        doc["model_type"] = "gemma3n_text"
+        doc["num_kv_shared_layers"] = shared
+    config.write_text(json.dumps(doc), encoding="utf-8")
+    out = tmp_path / "plan.json"
+    args = ["kv-share", "plan", str(config), "--memory", "1GiB", "--format", "json"]
+    start = time.monotonic()
+    with out.open("wb") as sink:
+        proc = subprocess.Popen([sys.executable, "-m", "mmcli", *args], stdout=sink)
+        _, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.monotonic() - start
+    code = os.waitstatus_to_exitcode(status)
+    cpu = usage.ru_utime + usage.ru_stime
+    assert code in (0, 1), code
+    assert cpu < 10, f"{cpu:.1f} s of CPU ({elapsed:.1f} s wall)"
+    assert usage.ru_maxrss * 1024 < 2**30, f"peak {usage.ru_maxrss >> 10} MiB"
+    with out.open(encoding="utf-8") as f:
+        plan = json.load(f)
+    assert len(plan["layers"]) == 1_000_000
+    owners = 1_000_000 - shared
+    assert sum(1 for row in plan["layers"] if row["kv_sharing_target"] is None) == owners
