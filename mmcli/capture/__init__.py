@@ -1,8 +1,9 @@
 """Capture encoder outputs from a running model as ``mm_dump`` files.
 
 ``mmcli.capture.transformers(model, "dumps/", when="failure")`` wraps a transformers
-vision-language model (:mod:`mmcli.capture.hf`); the vLLM plugin lives beside it
-(:mod:`mmcli.capture.vllm`; SGLang is not covered yet).
+vision-language model (:mod:`mmcli.capture.hf`); the engine plugins live beside it: vLLM's
+(:mod:`mmcli.capture.vllm`) and SGLang's (:mod:`mmcli.capture.sglang`, with
+:mod:`mmcli.capture.sglang_launch` for SGLang releases without plugins).
 What they share (modes, the dump directory, the file budget, naming) is
 :mod:`mmcli.capture._common`. Nothing here imports torch or transformers until used.
 """

@@ -1,4 +1,8 @@
-"""The vLLM plugin's settings: the MMCLI_DUMP_* environment, checked once, and its capturers."""
+"""The engine plugins' settings: the MMCLI_DUMP_* environment, checked once, and its capturers.
+
+Shared by the vLLM plugin (:mod:`mmcli.capture.vllm`) and the SGLang plugin
+(:mod:`mmcli.capture.sglang`); ``engine`` names the dumps' engine and the logger.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +22,10 @@ ENV_RANKS = "MMCLI_DUMP_RANKS"
 logger = logging.getLogger("mmcli.capture.vllm")
 
 
+def _logger(engine: str) -> logging.Logger:
+    return logger if engine == "vllm" else logging.getLogger(f"mmcli.capture.{engine}")
+
+
 @dataclass
 class Settings:
     """What :func:`register` read from the environment (checked there, used at capture)."""
@@ -25,9 +33,12 @@ class Settings:
     environ: dict[str, str]
     capturers: dict[int | None, Any] = field(default_factory=dict)  # rank -> Capturer | None
     lock: threading.Lock = field(default_factory=threading.Lock)
+    engine: str = "vllm"
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings | None:
+    def from_env(
+        cls, env: Mapping[str, str] | None = None, *, engine: str = "vllm"
+    ) -> Settings | None:
         """Settings from the environment, or None when ``MMCLI_DUMP_DIR`` is unset/empty.
 
         A bad ``MMCLI_DUMP_MODE``/``_MAX``/``_RANKS`` is logged and leaves the plugin inert
@@ -36,9 +47,9 @@ class Settings:
         env = dict(os.environ if env is None else env)
         if not env.get(ENV_DIR, "").strip():
             return None
-        settings = cls(environ=env)
-        # Check the other variables now when vLLM has already imported torch (it always
-        # has by the time it loads plugins); else at the first capture.
+        settings = cls(environ=env, engine=engine)
+        # Check the other variables now when the engine has already imported torch (vLLM
+        # and SGLang always have by the time they load plugins); else at the first capture.
         if "torch" in sys.modules and not settings.valid():
             return None
         return settings
@@ -52,7 +63,7 @@ class Settings:
             _common.parse_max(self.environ.get(ENV_MAX))
             _common.rank_selected(0, self.environ.get(ENV_RANKS))
         except Exception as exc:
-            logger.error("mmcli: capture disabled: %s", exc)
+            _logger(self.engine).error("mmcli: capture disabled: %s", exc)
             return False
         return True
 
@@ -64,7 +75,7 @@ class Settings:
                 from mmcli.capture._common import Capturer
 
                 self.capturers[rank] = (
-                    Capturer.from_env(engine="vllm", rank=rank, environ=self.environ)
+                    Capturer.from_env(engine=self.engine, rank=rank, environ=self.environ)
                     if self.valid()
                     else None
                 )

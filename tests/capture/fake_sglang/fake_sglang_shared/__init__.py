@@ -1,0 +1,1 @@
+"""Stand-ins shared by the fake SGLang trees (see ../README.md)."""

@@ -1,0 +1,1 @@
+from sglang.version import __version__ as __version__
