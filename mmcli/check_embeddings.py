@@ -25,6 +25,9 @@ from mmcli.text import human_bytes, printable
 
 Status = Literal["ok", "failed", "error"]
 STAGES = ("load", "check", "scatter", "gather")
+#: An item's status from the worst severity among its findings (info counts as ok).
+_STATUSES = ("ok", "warning", "error")
+_RANK = {"warning": 1, "error": 2}
 
 
 @dataclass
@@ -52,17 +55,32 @@ class FileReport:
         return count(self.findings, "warning")
 
     def item_status(self, index: int) -> str:
-        """``error``, ``warning`` or ``ok`` for one item, from its findings."""
-        severities = {f.severity for f in self.findings if f.item == index}
+        """``error``, ``warning`` or ``ok`` for one item: the worst of its own findings and of
+        the findings about the whole file (``item`` None: the prompt's placeholders, the item
+        count, a hidden size several items share), which name no single item but concern
+        every one (an item is not ``ok`` in a dump the engine would refuse)."""
+        severities = {f.severity for f in self.findings if f.item == index or f.item is None}
         return "error" if "error" in severities else "warning" if "warning" in severities else "ok"
 
+    def item_statuses(self) -> dict[int, str]:
+        """:meth:`item_status` of every item, in one pass over the findings."""
+        worst: dict[int | None, int] = {}
+        for f in self.findings:
+            rank = _RANK.get(f.severity, 0)
+            if rank > worst.get(f.item, 0):
+                worst[f.item] = rank
+        whole = worst.get(None, 0)
+        return {s.index: _STATUSES[max(worst.get(s.index, 0), whole)] for s in self.items}
+
     def to_json(self) -> dict[str, Any]:
-        """The file's JSON object: its status, items, findings and stage timings (ms, to three
-        decimals), plus ``error: {message, hint}`` for a file that could not be checked."""
+        """The file's JSON object: its status, items (each with its :meth:`item_status`, as
+        the table shows it), findings and stage timings (ms, to three decimals), plus
+        ``error: {message, hint}`` for a file that could not be checked."""
+        statuses = self.item_statuses()
         doc: dict[str, Any] = {
             "path": self.path,
             "status": self.status,
-            "items": [s.to_json() for s in self.items],
+            "items": [{**s.to_json(), "status": statuses[s.index]} for s in self.items],
             "findings": [f.to_json(location="item") for f in self.findings],
             "timings_ms": {k: round(v, 3) for k, v in self.timings_ms.items()},
         }

@@ -210,10 +210,9 @@ _GAP = " " * 4
 def _items(lines: _Lines, r: FileReport) -> None:
     """The items table: laid out here (as Rich lays out this table when it fits the width)
     without Rich's per-cell measuring, which costs milliseconds per file."""
-    worst: dict[int | None, str] = {}
-    for f in r.findings:
-        if f.severity == "error" or (f.severity == "warning" and worst.get(f.item) != "error"):
-            worst[f.item] = f.severity
+    # An item's own findings and those about the whole file (the prompt, the count): an
+    # item in a dump the engine would refuse is not "ok" (the findings below say why).
+    status = r.item_statuses()
     rows = [
         [
             str(s.index),
@@ -222,7 +221,7 @@ def _items(lines: _Lines, r: FileReport) -> None:
             "-" if s.num_placeholders is None else str(s.num_placeholders),
             "-" if s.num_embeds is None else str(s.num_embeds),
             "-" if s.finite is None else ("yes" if s.finite else "no"),
-            worst.get(s.index, "ok"),
+            status[s.index],
         ]
         for s in r.items
     ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -13,7 +13,11 @@ from rich.text import Text
 from mmcli.cli._boundary import guarded
 from mmcli.cli._output import OutputFormat, stdout
 from mmcli.cli.options import FormatOpt
-from mmcli.text import human_bytes, printable
+from mmcli.text import human_bytes, plural, printable
+
+if TYPE_CHECKING:
+    from mmcli.dump.schema import DumpLayout
+    from mmcli.dump.summary import FileSummary
 
 #: Rows of tensors (and lines of metadata) the table shows; JSON lists every one.
 MAX_ROWS = 1000
@@ -56,7 +60,7 @@ def inspect_file(
     out.print(
         Text.assemble(
             (printable(str(header.path), None), "bold"),
-            f"  {human_bytes(header.file_size)}, {len(tensors)} tensors, "
+            f"  {human_bytes(header.file_size)}, {plural(len(tensors), 'tensor')}, "
             f"{header.header_size}-byte header",
         )
     )
@@ -83,14 +87,39 @@ def inspect_file(
         if len(summary.metadata) > MAX_ROWS:
             out.print(Text(_more(len(summary.metadata) - MAX_ROWS, "metadata key"), style="dim"))
     if layout is not None:
-        kind = "one stacked tensor" if layout.stacked else "per-item tensors"
-        masks = f", masks for {len(layout.masks)}" if layout.masks else ", no masks"
-        kept = len(layout.placeholders)
-        kept_text = f", stored placeholders for {kept}" if kept else ""
-        line = f"{FORMAT} v1 dump: {layout.num_items} items ({kind}){masks}{kept_text}"
-        out.print(Text(line, style="green"))
+        out.print(Text(_dump_line(summary, layout), style="green"), soft_wrap=True)
     else:
         out.print(Text(f"not an {FORMAT} dump: {problem}", style="yellow"), soft_wrap=True)
+
+
+def _dump_line(summary: FileSummary, layout: DumpLayout) -> str:
+    """What the dump holds, under the format version its metadata declares:
+    ``mm_dump v2 dump: 3 items (one merged tensor split by item_counts), no masks, …``."""
+    from mmcli.dump.schema import FORMAT
+
+    declared = summary.format_version
+    head = (
+        f"{FORMAT} v{printable(declared, 20)} dump"
+        if declared
+        else f"{FORMAT} dump (no format_version: read as v{summary.read_as_version})"
+    )
+    return_type = summary.metadata.get("encoder_return_type")
+    if layout.merged:
+        kind = "one merged tensor split by item_counts"
+    elif layout.stacked:
+        kind = "one stacked tensor"
+    elif return_type and not layout.num_items:
+        kind = f"the encoder returned {printable(return_type, 60)}"
+    else:
+        kind = "per-item tensors"
+    parts = [f"{head}: {plural(layout.num_items, 'item')} ({kind})"]
+    parts.append(f"masks for {len(layout.masks)}" if layout.masks else "no masks")
+    if layout.placeholders:
+        parts.append(f"stored placeholders for {len(layout.placeholders)}")
+    context = [name for name in sorted(layout.context) if name != "item_counts"]
+    if context:
+        parts.append(f"sequence context ({', '.join(context)})")
+    return ", ".join(parts)
 
 
 def _more(n: int, what: str) -> str:

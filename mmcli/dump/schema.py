@@ -201,6 +201,8 @@ def check_schema(header: Header) -> DumpLayout:
     if stacked and items:
         raise fail("both a stacked mm_embeddings and per-item mm_embeddings.{i}")
     merged = header.metadata.get("layout") == "merged"
+    if merged and not v2:  # the merged layout (and its item_counts) is version 2's
+        raise fail(f"layout=merged needs format_version {V2}")
     if v2:
         _check_v2(header, stacked, merged, context, fail)
     returned = v2 and bool(header.metadata.get("encoder_return_type"))

@@ -10,7 +10,7 @@ from json.encoder import encode_basestring_ascii
 from typing import Any, TextIO
 
 from mmcli.dump.safetensors import Header, TensorInfo, read_header
-from mmcli.dump.schema import KNOWN_METADATA, DumpLayout, check_schema
+from mmcli.dump.schema import KNOWN_METADATA, V1, DumpLayout, check_schema
 from mmcli.errors import InputError
 from mmcli.text import printable
 
@@ -23,6 +23,17 @@ class FileSummary:
     metadata: dict[str, str]
     layout: DumpLayout | None
     problem: str | None  # why the file is not an mm_dump, when it is not
+
+    @property
+    def format_version(self) -> str | None:
+        """The ``format_version`` the file declares (None when its metadata has none; the
+        schema then reads a dump as version 1: see :attr:`read_as_version`)."""
+        return self.metadata.get("format_version") or None
+
+    @property
+    def read_as_version(self) -> str:
+        """The dump-format version the file is read as: the declared one, else ``1``."""
+        return self.format_version or V1
 
     @property
     def tensors(self) -> list[TensorInfo]:

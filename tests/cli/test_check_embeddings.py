@@ -213,6 +213,7 @@ def test_json_shape_and_exit_0(tmp_path: Path) -> None:
         "num_placeholders": 5,
         "num_embeds": 4,
         "finite": True,
+        "status": "ok",
     }
     assert doc["summary"] == {"files": 1, "items": 3, "errors": 0, "warnings": 0}
 

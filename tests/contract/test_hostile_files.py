@@ -499,7 +499,7 @@ CASES.update(
         "check-embeddings/stacked-item-beyond-memory": Case(_huge_stacked, 2, "but only"),
         "check-embeddings/mask-beyond-memory": Case(_huge_mask, 2, "but only"),
         "inspect/item-beyond-memory": Case(
-            lambda tmp: ["inspect", _huge_item(tmp)[1]], 0, "mm_dump v1 dump: 1 items"
+            lambda tmp: ["inspect", _huge_item(tmp)[1]], 0, "mm_dump v1 dump: 1 item "
         ),
     }
 )
