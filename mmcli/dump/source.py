@@ -1,7 +1,8 @@
 """An input file opened once, without blocking, and read only with positioned reads.
 
-A path is checked before opening (so no device is ever opened) and the descriptor after (so a
-file swapped in between is caught); ``O_NONBLOCK`` keeps a FIFO from blocking the open. Reading
+The opening is :func:`mmcli.files.open_regular`'s (shared with the config readers): the path
+is checked before opening (so no device is ever opened) and the descriptor after (so a file
+swapped in between is caught); ``O_NONBLOCK`` keeps a FIFO from blocking the open. Reading
 through the descriptor, never the path again, means a file renamed over the path mid-run (a
 FIFO, another dump) is never read by mistake.
 """
@@ -9,11 +10,11 @@ FIFO, another dump) is never read by mistake.
 from __future__ import annotations
 
 import os
-import stat
 import weakref
 from pathlib import Path
 
 from mmcli.errors import InputError
+from mmcli.files import NotRegularFile, open_regular
 from mmcli.text import printable
 
 _HINT_PATH = "give the path of a .safetensors file"
@@ -101,33 +102,19 @@ def open_file(path: str | os.PathLike[str]) -> FileSource:
     """Open ``path`` for positioned reads, refusing anything but a regular file.
 
     The path is checked before opening (so no device is ever opened) and the descriptor after
-    (so a file swapped in between is caught); ``O_NONBLOCK`` keeps a FIFO from blocking.
+    (so a file swapped in between is caught); ``O_NONBLOCK`` keeps a FIFO from blocking (see
+    :func:`mmcli.files.open_regular`).
     """
     if not os.fspath(path):  # Path("") would be "."
         raise InputError("empty path ''", hint=_HINT_PATH)
     path = Path(path)
     try:
-        st = path.stat()
-    except OSError as exc:
-        raise _os_error(path, exc) from None
-    if stat.S_ISDIR(st.st_mode):
+        fd, st = open_regular(path)
+    except NotRegularFile as exc:
+        what = "is a directory, not a safetensors file" if exc.kind == "directory" else None
         raise InputError(
-            f"{printable(str(path))}: is a directory, not a safetensors file", hint=_HINT_PATH
-        )
-    if not stat.S_ISREG(st.st_mode):
-        raise InputError(f"{printable(str(path))}: not a regular file", hint=_HINT_PATH)
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-    flags |= getattr(os, "O_NOCTTY", 0)
-    try:
-        fd = os.open(path, flags)
+            f"{printable(str(path))}: {what or 'not a regular file'}", hint=_HINT_PATH
+        ) from None
     except OSError as exc:
         raise _os_error(path, exc) from None
-    try:
-        st = os.fstat(fd)
-    except OSError as exc:
-        os.close(fd)
-        raise _os_error(path, exc) from None
-    if not stat.S_ISREG(st.st_mode):
-        os.close(fd)
-        raise InputError(f"{printable(str(path))}: not a regular file", hint=_HINT_PATH)
     return FileSource(path, fd, st.st_size)

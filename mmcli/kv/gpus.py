@@ -6,10 +6,10 @@ vLLM sizes its KV cache from a measurement it makes at start-up:
                 + CUDA graphs)            … all per GPU, measured while profiling a dummy batch
 
 mmcli cannot measure; it estimates the same terms: the GPU's total (as CUDA reports it), the
-weights (given, or read from a checkpoint's index or header) divided over the tensor- and
-pipeline-parallel ranks, and one fixed reserve for everything else. The result is an estimate
-and is labelled so everywhere; ``--memory`` (the "Available KV cache memory" a vLLM log prints)
-stays the exact figure.
+weights (a figure, which the CLI reads from a size, a checkpoint's index or its safetensors
+headers) divided over the tensor- and pipeline-parallel ranks, and one fixed reserve for
+everything else. The result is an estimate and is labelled so everywhere; ``--memory`` (the
+"Available KV cache memory" a vLLM log prints) stays the exact figure.
 
 **Which bytes.** ``total_bytes`` in :data:`GPUS` is the total that CUDA reports
 (``torch.cuda.mem_get_info()[1]``, the figure in torch's "GPU 0 has a total capacity of …"
@@ -22,7 +22,6 @@ than 80 GiB. The readings vary by about ±0.1 GiB with the driver, ECC and the b
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass
@@ -31,6 +30,8 @@ from typing import Any, Final
 
 from mmcli.errors import InputError
 from mmcli.kv.options import parse_size
+from mmcli.kv.readers import parse_json, read_text
+from mmcli.text import printable
 
 GIB: Final = 2**30
 
@@ -99,92 +100,29 @@ def resolve_gpu(text: str) -> GPU:
 
 
 # --- weights ------------------------------------------------------------------------------
+#
+# ``--weights`` is read by the CLI (``mmcli.cli.kv_share.budget.weights_total``): a size, this
+# index, or a ``.safetensors`` header, which the dump room's strict header reader parses (this
+# room may not import it); the total is passed to :func:`estimate_kv_budget`.
+
+_INDEX_HINT = "a safetensors index written by transformers has {'metadata': {'total_size': N}}"
 
 
-def weights_bytes(spec: str) -> int:
-    """Bytes of the weights: a size (``16GiB``), or a checkpoint path.
-
-    A path may be a ``model.safetensors.index.json`` (its ``metadata.total_size``), one
-    ``.safetensors`` file (the tensors its header declares; no tensor data is read), or a
-    folder holding either (the index if present, else every ``*.safetensors`` header). An index
-    counts every tensor's bytes, so both ways give the same figure for one checkpoint.
-    """
-    path = Path(spec)
-    if path.is_dir():
-        index = path / "model.safetensors.index.json"
-        if index.is_file():
-            return _index_total(index)
-        shards = sorted(path.glob("*.safetensors"))
-        if not shards:
-            raise InputError(
-                f"--weights: {path} holds no model.safetensors.index.json and no .safetensors file",
-                hint="give the checkpoint folder, its index file, or a size such as 16GiB",
-            )
-        return sum(_header_total(p) for p in shards)
-    if path.suffix == ".json" and path.is_file():
-        return _index_total(path)
-    if path.suffix == ".safetensors":
-        return _header_total(path)
-    if path.exists():
-        raise InputError(
-            f"--weights: {path} is neither a .safetensors file nor a safetensors index (.json)",
-            hint="give model.safetensors.index.json, a .safetensors file, or a size like 16GiB",
-        )
-    return parse_size(spec)
-
-
-def _index_total(path: Path) -> int:
+def index_total(path: Path) -> int:
+    """``metadata.total_size`` of a ``model.safetensors.index.json``: every tensor's bytes."""
     try:
-        doc: Any = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"--weights: cannot read {path} as JSON: {exc}") from None
-    total = doc.get("metadata", {}).get("total_size") if isinstance(doc, dict) else None
-    if isinstance(total, str) and total.isdigit():
+        doc: Any = parse_json(path, read_text(path), hint=_INDEX_HINT)
+    except InputError as exc:
+        raise InputError(f"--weights: {exc.message}", hint=exc.hint) from None
+    meta = doc.get("metadata") if isinstance(doc, dict) else None
+    total = meta.get("total_size") if isinstance(meta, dict) else None
+    if isinstance(total, str) and total.isascii() and total.isdigit() and len(total) <= 30:
         total = int(total)
     if not isinstance(total, int) or isinstance(total, bool) or total <= 0:
         raise InputError(
-            f"--weights: {path} has no positive metadata.total_size",
-            hint="a safetensors index written by transformers has {'metadata': {'total_size': N}}",
+            f"--weights: {printable(str(path))} has no positive metadata.total_size",
+            hint=_INDEX_HINT,
         )
-    return total
-
-
-#: A safetensors header longer than this is refused (the safetensors library's own cap).
-_MAX_HEADER_BYTES: Final = 100_000_000
-
-
-def _header_total(path: Path) -> int:
-    """Bytes of the tensors a ``.safetensors`` header declares (its data offsets); no data read.
-
-    A safetensors file is an 8-byte little-endian header length, that many bytes of JSON
-    ``{name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {...}}``, then
-    the tensor bytes.
-    """
-    bad = f"--weights: {path} is not a readable safetensors file"
-    try:
-        with path.open("rb") as f:
-            prefix = f.read(8)
-            size = int.from_bytes(prefix, "little") if len(prefix) == 8 else 0
-            if not 0 < size <= _MAX_HEADER_BYTES:
-                raise InputError(f"{bad} (header length {size})")
-            header: Any = json.loads(f.read(size))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"{bad}: {exc}") from None
-    if not isinstance(header, dict):
-        raise InputError(f"{bad} (the header is not a JSON object)")
-    total = 0
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        offsets = info.get("data_offsets") if isinstance(info, dict) else None
-        if (
-            not isinstance(offsets, list)
-            or len(offsets) != 2
-            or not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)
-            or not 0 <= offsets[0] <= offsets[1]
-        ):
-            raise InputError(f"{bad} (tensor {name!r} has no valid data_offsets)")
-        total += offsets[1] - offsets[0]
     return total
 
 

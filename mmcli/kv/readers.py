@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Any
 
 from mmcli.atomic import protect
 from mmcli.errors import InputError
+from mmcli.files import NotRegularFile, open_regular, read_fd
 from mmcli.text import printable, quoted
 
 if sys.version_info >= (3, 11):
@@ -53,11 +53,11 @@ def _read_stdin() -> bytes:
 def read_bytes(path: Path) -> bytes:
     """A config or map file's bytes: ``-`` is stdin; anything else must be a regular file.
 
-    The path is checked before opening (so no device is ever opened) and the descriptor after
-    (so a file swapped in between is caught), as :func:`mmcli.dump.source.open_file` does;
-    ``O_NONBLOCK`` keeps a FIFO from blocking the open. Devices, FIFOs,
-    sockets and directories are refused with one line naming the path, and nothing over
-    :data:`MAX_INPUT_BYTES` is read.
+    The file is opened by :func:`mmcli.files.open_regular`, as the dump reader opens a dump:
+    the path is checked before opening (so no device is ever opened) and the descriptor after
+    (so a file swapped in between is caught); ``O_NONBLOCK`` keeps a FIFO from blocking the
+    open. Devices, FIFOs, sockets and directories are refused with one line naming the path,
+    and nothing over :data:`MAX_INPUT_BYTES` is read.
     """
     name = os.fspath(path)
     if name == "-":
@@ -65,44 +65,33 @@ def read_bytes(path: Path) -> bytes:
     if not name:
         raise InputError("empty path ''", hint=_HINT_FILE)
     try:
-        st = os.stat(name)
-    except OSError:
-        st = None  # os.open below says why
-    if st is not None and stat.S_ISDIR(st.st_mode):
-        raise InputError(f"cannot read {printable(name)}: Is a directory", hint=_HINT_FILE)
-    if st is not None and not stat.S_ISREG(st.st_mode):
+        fd, st = open_regular(name)
+    except NotRegularFile as exc:
         raise InputError(
-            f"cannot read {printable(name)}: not a regular file (a device, FIFO or socket)",
-            hint=_HINT_FILE,
-        )
-    protect(name)  # an input: --emit-map may not replace it
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-    flags |= getattr(os, "O_NOCTTY", 0)
-    try:
-        fd = os.open(name, flags)
+            f"cannot read {printable(name)}: {_REFUSED[exc.kind]}", hint=_HINT_FILE
+        ) from None
     except OSError as exc:
         raise _os_error(name, exc) from None
+    protect(name)  # an input: --emit-map may not replace it
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):  # swapped in after the check above
-            raise InputError(f"cannot read {printable(name)}: not a regular file", hint=_HINT_FILE)
         if st.st_size > MAX_INPUT_BYTES:
             raise _too_big(name)
-        chunks: list[bytes] = []
-        done = 0
-        while done <= MAX_INPUT_BYTES:
-            chunk = os.read(fd, min(MAX_INPUT_BYTES + 1 - done, 16 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            done += len(chunk)
+        data = read_fd(fd, MAX_INPUT_BYTES)
     except OSError as exc:
         raise _os_error(name, exc) from None
     finally:
         os.close(fd)
-    if done > MAX_INPUT_BYTES:  # grew since it was opened
+    if len(data) > MAX_INPUT_BYTES:  # grew since it was opened
         raise _too_big(name)
-    return b"".join(chunks)
+    return data
+
+
+#: How each refusal of :func:`mmcli.files.open_regular` reads after ``cannot read PATH:``.
+_REFUSED = {
+    "directory": "Is a directory",
+    "special": "not a regular file (a device, FIFO or socket)",
+    "swapped": "not a regular file",  # a regular file when checked, then swapped
+}
 
 
 def _os_error(name: str, exc: OSError) -> InputError:

@@ -13,8 +13,8 @@ from mmcli.kv.gpus import (
     GPUS,
     default_max_num_batched_tokens,
     estimate_kv_budget,
+    index_total,
     resolve_gpu,
-    weights_bytes,
 )
 
 GIB = 2**30
@@ -119,49 +119,19 @@ def test_default_max_num_batched_tokens() -> None:
     assert default_max_num_batched_tokens(70 * GIB - 1) == 2048
 
 
-def test_weights_from_size_index_and_header(tmp_path: Path) -> None:
-    assert weights_bytes("16GiB") == 16 * GIB
+def test_index_total(tmp_path: Path) -> None:
+    # --weights as a whole (sizes, files, folders) is read in the CLI: tests/cli/test_kv_weights.py
     index = tmp_path / "model.safetensors.index.json"
     index.write_text(json.dumps({"metadata": {"total_size": 16_060_522_496}, "weight_map": {}}))
-    assert weights_bytes(str(index)) == 16_060_522_496
-    assert weights_bytes(str(tmp_path)) == 16_060_522_496  # the folder: its index
-
-    import torch
-    from safetensors.torch import save_file
-
-    shard = tmp_path / "shards" / "model.safetensors"
-    shard.parent.mkdir()
-    tensors = {
-        "a": torch.zeros(3, 5, dtype=torch.bfloat16),  # 30 bytes
-        "b": torch.zeros(7, dtype=torch.float32),  # 28 bytes
-    }
-    save_file(tensors, str(shard))
-    assert weights_bytes(str(shard)) == 58
-    assert weights_bytes(str(shard.parent)) == 58  # no index: every shard's header
-
-
-def test_weights_bad_inputs(tmp_path: Path) -> None:
-    bad = tmp_path / "index.json"
-    bad.write_text(json.dumps({"weight_map": {}}))
-    with pytest.raises(InputError, match="no positive metadata.total_size"):
-        weights_bytes(str(bad))
-    other = tmp_path / "weights.bin"
-    other.write_bytes(b"x")
-    with pytest.raises(InputError, match="neither a .safetensors file"):
-        weights_bytes(str(other))
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    with pytest.raises(InputError, match="holds no model.safetensors.index.json"):
-        weights_bytes(str(empty))
-
-
-def test_a_corrupt_safetensors_header_is_refused(tmp_path: Path) -> None:
-    bad = tmp_path / "bad.safetensors"
-    bad.write_bytes((10**12).to_bytes(8, "little") + b"{}")
-    with pytest.raises(InputError, match="header length"):
-        weights_bytes(str(bad))
-    odd = tmp_path / "odd.safetensors"
-    body = json.dumps({"w": {"dtype": "F32", "shape": [2], "data_offsets": [8, 0]}}).encode()
-    odd.write_bytes(len(body).to_bytes(8, "little") + body)
-    with pytest.raises(InputError, match="no valid data_offsets"):
-        weights_bytes(str(odd))
+    assert index_total(index) == 16_060_522_496
+    index.write_text(json.dumps({"metadata": {"total_size": "58"}}))
+    assert index_total(index) == 58
+    for doc in ({"weight_map": {}}, {"metadata": []}, [], {"metadata": {"total_size": True}}):
+        index.write_text(json.dumps(doc))
+        with pytest.raises(InputError, match="no positive metadata.total_size") as info:
+            index_total(index)
+        assert info.value.hint
+    index.write_text("{oops")
+    with pytest.raises(InputError, match="^--weights: .*invalid JSON") as info:
+        index_total(index)
+    assert info.value.hint

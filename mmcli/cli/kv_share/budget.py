@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.panel import Panel
 from rich.table import Table
 
 from mmcli.errors import InputError
-from mmcli.text import quoted
+from mmcli.text import printable, quoted
 
 if TYPE_CHECKING:
     from mmcli.kv.gpus import Estimate
@@ -37,16 +38,66 @@ def estimate(
     tensor_parallel_size: int,
 ) -> Estimate:
     """The KV-memory estimate of ``--gpu`` (with ``--weights``, utilization and reserve)."""
-    from mmcli.kv.gpus import DEFAULT_RESERVE_BYTES, estimate_kv_budget, resolve_gpu, weights_bytes
+    from mmcli.kv.gpus import DEFAULT_RESERVE_BYTES, estimate_kv_budget, resolve_gpu
     from mmcli.kv.options import parse_size
 
     return estimate_kv_budget(
         resolve_gpu(gpu),
         utilization,
-        weights_bytes(weights) if weights else 0,
+        weights_total(weights) if weights else 0,
         tp=tensor_parallel_size,
         reserve=parse_size(reserve) if reserve else DEFAULT_RESERVE_BYTES,
     )
+
+
+def weights_total(spec: str) -> int:
+    """Bytes of ``--weights``: a size (``16GiB``), or a checkpoint path.
+
+    A path may be a ``model.safetensors.index.json`` (its ``metadata.total_size``), one
+    ``.safetensors`` file (the bytes of the tensors its header declares, read by the dump
+    reader's strict, bounded header parser; no tensor data is read), or a folder holding
+    either (the index if present, else every ``*.safetensors`` header). An index counts every
+    tensor's bytes, so both ways give the same figure for one checkpoint.
+    """
+    from mmcli.kv.gpus import index_total
+    from mmcli.kv.options import parse_size
+
+    path = Path(spec)
+    if path.is_dir():
+        index = path / "model.safetensors.index.json"
+        if index.is_file():
+            return index_total(index)
+        shards = sorted(path.glob("*.safetensors"))
+        if not shards:
+            raise InputError(
+                f"--weights: {printable(str(path))} holds no model.safetensors.index.json and "
+                "no .safetensors file",
+                hint="give the checkpoint folder, its index file, or a size such as 16GiB",
+            )
+        return sum(safetensors_total(p) for p in shards)
+    if path.suffix == ".json" and path.is_file():
+        return index_total(path)
+    if path.suffix == ".safetensors":
+        return safetensors_total(path)
+    if path.exists():
+        raise InputError(
+            f"--weights: {printable(str(path))} is neither a .safetensors file nor a "
+            "safetensors index (.json)",
+            hint="give model.safetensors.index.json, a .safetensors file, or a size like 16GiB",
+        )
+    return parse_size(spec)
+
+
+def safetensors_total(path: Path) -> int:
+    """Bytes of the tensors a ``.safetensors`` file's header declares (no data read); a file
+    that is not a valid safetensors file is one InputError naming ``--weights``."""
+    from mmcli.dump.safetensors import read_header
+
+    try:
+        header = read_header(path)
+    except InputError as exc:
+        raise InputError(f"--weights: {exc.message}", hint=exc.hint) from None
+    return sum(t.nbytes for t in header.tensors.values())
 
 
 def estimate_panel(est: Estimate) -> Panel:

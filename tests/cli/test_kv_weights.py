@@ -1,0 +1,118 @@
+"""``kv-share plan --gpu … --weights``: a size, an index, a ``.safetensors`` header (read by the
+dump room's strict header parser, the only one), or a folder; bad ones are one error + hint."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from safetensors.torch import save_file
+from typer.testing import CliRunner
+
+from mmcli.cli.kv_share.budget import weights_total
+from mmcli.cli.main import app
+from mmcli.errors import InputError
+
+ROOT = Path(__file__).resolve().parents[2]
+QWEN = str(ROOT / "samples" / "kv" / "qwen3-14b-like.json")
+GIB = 2**30
+
+
+def plan(weights: str) -> Any:
+    return CliRunner().invoke(
+        app,
+        ["kv-share", "plan", QWEN, "--gpu", "H100", "--weights", weights, "--format", "json"],
+        catch_exceptions=False,
+    )
+
+
+def refused(weights: str) -> list[str]:
+    """The stderr lines of a refused ``--weights`` (exit 2, no stdout)."""
+    result = plan(weights)
+    assert result.exit_code == 2, result.stdout + result.stderr
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("error: ") and lines[1].startswith("hint: ")
+    assert "Traceback" not in result.stderr
+    return lines
+
+
+def shard(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_file(
+        {
+            "a": torch.zeros(3, 5, dtype=torch.bfloat16),  # 30 bytes
+            "b": torch.zeros(7, dtype=torch.float32),  # 28 bytes
+        },
+        str(path),
+    )
+    return path
+
+
+def test_size_index_file_and_folders(tmp_path: Path) -> None:
+    assert weights_total("16GiB") == 16 * GIB
+    index = tmp_path / "model.safetensors.index.json"
+    index.write_text(json.dumps({"metadata": {"total_size": 16_060_522_496}, "weight_map": {}}))
+    assert weights_total(str(index)) == 16_060_522_496
+    assert weights_total(str(tmp_path)) == 16_060_522_496  # the folder: its index
+    one = shard(tmp_path / "shards" / "model-00001-of-00002.safetensors")
+    shard(tmp_path / "shards" / "model-00002-of-00002.safetensors")
+    assert weights_total(str(one)) == 58
+    assert weights_total(str(one.parent)) == 116  # no index: every shard's header
+
+
+def test_the_cli_passes_the_total_into_the_estimate(tmp_path: Path) -> None:
+    one = shard(tmp_path / "model.safetensors")
+    for weights, total in (("1GiB", GIB), (str(one), 58)):
+        result = plan(weights)
+        assert result.exit_code == 0, result.stderr
+        assert json.loads(result.stdout)["memory_estimate"]["weights_bytes"] == total
+
+
+def test_bad_inputs_are_one_error_and_one_hint(tmp_path: Path) -> None:
+    bad = tmp_path / "index.json"
+    bad.write_text(json.dumps({"weight_map": {}}))
+    assert "no positive metadata.total_size" in refused(str(bad))[0]
+    other = tmp_path / "weights.bin"
+    other.write_bytes(b"x")
+    assert "neither a .safetensors file" in refused(str(other))[0]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert "holds no model.safetensors.index.json" in refused(str(empty))[0]
+    assert "no such file" in refused(str(tmp_path / "missing.safetensors"))[0]
+
+
+def test_a_corrupt_safetensors_header_is_refused(tmp_path: Path) -> None:
+    # The messages are the dump reader's (mmcli inspect says the same), behind "--weights: ".
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes((10**12).to_bytes(8, "little") + b"{}")
+    error, hint = refused(str(bad))
+    assert error == (
+        f"error: --weights: {bad}: header declares 1000000000000 bytes but the file has only "
+        "2 bytes after the length field"
+    )
+    assert hint.startswith("hint: the file is truncated or not a safetensors file")
+    odd = tmp_path / "odd.safetensors"
+    body = json.dumps({"w": {"dtype": "F32", "shape": [2], "data_offsets": [8, 0]}}).encode()
+    odd.write_bytes(len(body).to_bytes(8, "little") + body)
+    error, _ = refused(str(odd))
+    assert error.startswith(f"error: --weights: {odd}: tensor 'w'")
+    with pytest.raises(InputError, match=r"^--weights: .*header length is 0"):
+        (tmp_path / "zero.safetensors").write_bytes(bytes(8))
+        weights_total(str(tmp_path / "zero.safetensors"))
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
+    fifo = tmp_path / "w.safetensors"
+    os.mkfifo(fifo)
+    outcome: list[str] = []
+    worker = threading.Thread(target=lambda: outcome.append(refused(str(fifo))[0]), daemon=True)
+    worker.start()
+    worker.join(timeout=20)
+    assert outcome and "not a regular file" in outcome[0]
