@@ -18,7 +18,7 @@ from mmcli.errors import InputError
 from mmcli.kv.log_compare import ROUNDING_GIB, Comparison, PlannedRange, agrees, compare
 from mmcli.kv.model import ModelConfig
 from mmcli.kv.options import PlanOptions
-from mmcli.kv.releases import CHANGES, NEWEST, describe, rules_for
+from mmcli.kv.releases import CHANGES, NEWEST, PIPELINE_FIELDS, describe, rules_for
 from mmcli.kv.result import KVPlan, SidePlan
 from mmcli.kv.vllm_log import VllmLog
 
@@ -247,7 +247,10 @@ def _matching_releases(
     config: ModelConfig, log: VllmLog, kwargs: dict[str, Any], memory: float
 ) -> list[str]:
     found = []
-    for release, _ in CHANGES:
+    single_gpu = (kwargs.get("pipeline_parallel_size") or 1) == 1
+    for release, change in CHANGES:
+        if single_gpu and change and set(change) <= PIPELINE_FIELDS:
+            continue  # differs from the row before only with pipeline stages
         try:
             figures = _plan_range(config, {**kwargs, "vllm_version": release}, memory)
         except InputError:

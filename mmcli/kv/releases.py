@@ -49,7 +49,19 @@ class EngineRules:
     null_block: bool
     #: A page that does not divide the largest page is padded (else the engine gives up).
     pad_unequal_pages: bool
+    #: Pipeline parallelism. Groups are formed over the whole model and projected onto each
+    #: stage (False: each stage groups its own layers, which mmcli does not model).
+    pp_global_groups: bool
+    #: The start-up check counts the whole model against the smallest stage's memory (else
+    #: each stage checks its own layers against its own memory).
+    pp_whole_model_check: bool
+    #: A uniform-type stage divides its memory by its own layers' pages (else by the whole
+    #: model's, so every stage gets the blocks of one GPU holding every layer).
+    pp_stage_pages: bool
 
+
+#: The rules that matter only with pipeline stages (``--pipeline-parallel-size`` > 1).
+PIPELINE_FIELDS: Final = frozenset({"pp_global_groups", "pp_whole_model_check", "pp_stage_pages"})
 
 #: (first release, what changed). The first row is the oldest behaviour mirrored.
 CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
@@ -64,9 +76,15 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "mamba_all_mode": True,
             "null_block": False,
             "pad_unequal_pages": False,
+            "pp_global_groups": False,
+            "pp_whole_model_check": False,
+            "pp_stage_pages": False,
         },
     ),
-    ("0.15", {"group_threshold": 1.25, "check": "first-group"}),
+    ("0.11", {"pp_global_groups": True}),
+    ("0.12", {"group_threshold": 1.25}),
+    ("0.14", {"check": "first-group", "pp_whole_model_check": True}),
+    ("0.17", {"pp_whole_model_check": False, "pp_stage_pages": True}),
     ("0.18", {"group_threshold": 1.5}),
     ("0.19", {"check": "all-groups"}),
     ("0.20.1", {"tokens_from_concurrency": True}),
