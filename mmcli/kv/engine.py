@@ -301,14 +301,13 @@ def check_memory(layout: Layout, memory_bytes: int, rules: EngineRules) -> int:
     return memory_bytes - (layout.bytes_per_block if rules.null_block else 0)
 
 
-def largest_max_model_len(
-    layout: Layout, available: int, upper: int, reserve_tokens: int, rules: EngineRules
-) -> int:
-    """The largest ``max_model_len`` ≤ ``upper`` whose request fits ``available`` (0: none)."""
+def largest_max_model_len(request_bytes: Callable[[int], int], available: int, upper: int) -> int:
+    """The largest ``max_model_len`` ≤ ``upper`` whose request (``request_bytes(length)``,
+    growing with the length) fits ``available`` bytes (0: none fits)."""
     lo, hi = 0, upper
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if layout.request_bytes(mid, reserve_tokens, rules) <= available:
+        if request_bytes(mid) <= available:
             lo = mid
         else:
             hi = mid - 1

@@ -108,13 +108,12 @@ def _options(
         kwargs["async_scheduling"] = scheduling
     pp = log.int_arg("pipeline_parallel_size")
     if pp is not None and pp > 1:
-        if "pipeline_parallel_size" in _FIELDS:
-            kwargs["pipeline_parallel_size"] = pp
-        else:
-            notes.append(
-                f"the run used pipeline_parallel_size {pp}: each stage plans its own layers' "
-                "memory, which this plan does not model (it plans every layer on one GPU)"
-            )
+        kwargs["pipeline_parallel_size"] = pp
+        notes.append(
+            f"the run used pipeline_parallel_size {pp}: the log shows the first stage's "
+            "available memory, and the plan gives every stage that much (a stage with less "
+            "would lower the block count)"
+        )
     defaults = PlanOptions()
     for name, label in (
         ("tensor_parallel_size", "tensor_parallel_size"),

@@ -275,6 +275,10 @@ def parse_hf_config(doc: dict[str, Any], *, default_name: str, where: str) -> Mo
     kinds, notes = layer_kinds(text, model_type, num_layers, where)
     specs = _Specs(doc, text, model_type, where)
     layers, attention_at = _build_layers(kinds, specs)
+    # Hybrid blocks are two layers under one decoder index (model.layers.{i}.…).
+    decoder_index = None
+    if len(layers) != len(kinds):
+        decoder_index = [int(layer.name.split(".")[2]) for layer in layers]
     targets, map_findings, engine_shares = hf_sharing(text, kinds, model_type, where)
     for i, target in enumerate(targets):
         if target is None:
@@ -305,6 +309,7 @@ def parse_hf_config(doc: dict[str, Any], *, default_name: str, where: str) -> Mo
         ssm_dtype_by_release=specs.ssm_rules if specs.used_state else (),
         mamba_chunk_size=chunk if specs.used_state else None,
         attention_k_eq_v=bool(k_eq_v),
+        decoder_index=decoder_index,
     )
 
 

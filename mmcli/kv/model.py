@@ -62,3 +62,6 @@ class ModelConfig:
     #: Gemma 4 ``attention_k_eq_v``: full layers compute V as K. The engine still allocates
     #: both K and V slots, so the spec is unchanged; recorded for the report.
     attention_k_eq_v: bool = False
+    #: Each layer's decoder-layer index, what pipeline stages split (None: its position in
+    #: ``layers``; a hybrid block of two layers has one index).
+    decoder_index: list[int] | None = None

@@ -73,6 +73,8 @@ _EXAMPLES = {
     "--max-model-len": "e.g. 32768",
     "--block-size": "the engine's default is 16",
     "--tensor-parallel-size": "the number of GPUs the model is split across, e.g. 1, 2, 8",
+    "--pipeline-parallel-size": "the number of pipeline stages, e.g. 1, 2, 4",
+    "--pp-layer-partition": "one count per stage adding up to the layers, e.g. 8,12,12",
     "--num-gpu-blocks-override": "the block count the engine should use, e.g. 1024",
     "--max-num-seqs": "e.g. 256",
 }
@@ -106,6 +108,10 @@ class PlanOptions:
     max_model_len: int | None = None
     memory_bytes: int | None = None
     tensor_parallel_size: int = 1
+    #: Pipeline stages: layers split across them as the engine splits them.
+    pipeline_parallel_size: int = 1
+    #: Decoder layers per stage instead of the engine's split (``VLLM_PP_LAYER_PARTITION``).
+    pp_layer_partition: tuple[int, ...] | None = None
     max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS
     #: The vLLM release whose rules to mirror (None: the newest mirrored).
     vllm_version: str | None = None
@@ -147,6 +153,19 @@ class PlanOptions:
         if self.block_size is not None:
             _positive("--block-size", self.block_size)
         _positive("--tensor-parallel-size", self.tensor_parallel_size)
+        _positive("--pipeline-parallel-size", self.pipeline_parallel_size)
+        if self.pp_layer_partition is not None:
+            if any(n < 0 or n > MAX_COUNT for n in self.pp_layer_partition):
+                raise InputError(
+                    "--pp-layer-partition: each stage's layer count must be 0 or more",
+                    hint=_EXAMPLES["--pp-layer-partition"],
+                )
+            if len(self.pp_layer_partition) != self.pipeline_parallel_size:
+                raise InputError(
+                    f"--pp-layer-partition gives {len(self.pp_layer_partition)} counts for "
+                    f"--pipeline-parallel-size {self.pipeline_parallel_size}",
+                    hint=_EXAMPLES["--pp-layer-partition"],
+                )
         if self.max_num_seqs is not None:
             _positive("--max-num-seqs", self.max_num_seqs)
         if self.num_gpu_blocks_override is not None:

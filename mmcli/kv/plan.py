@@ -8,19 +8,18 @@ from typing import cast
 
 from mmcli.errors import InputError
 from mmcli.findings import Finding
+from mmcli.kv.capacity import capacity, stage_plans
 from mmcli.kv.engine import (
     EngineRefusal,
     LayerSpecs,
     Layout,
     align_hybrid_block_size,
-    check_memory,
     disable_hybrid,
     group_layers,
-    largest_max_model_len,
-    num_blocks,
 )
 from mmcli.kv.model import DEFAULT_BLOCK_SIZE, ModelConfig
 from mmcli.kv.options import PlanOptions
+from mmcli.kv.pipeline import Stages, check_sharing, split_layers, stage_shares
 from mmcli.kv.ranks import rank_layers
 from mmcli.kv.releases import NEWEST, EngineRules, describe, parse_release
 from mmcli.kv.result import GroupPlan, KVPlan, SidePlan
@@ -72,6 +71,8 @@ class _Run:
     reserve_tokens: int
     state_pages: int
     options: PlanOptions
+    #: The pipeline stages (None: one GPU holds every layer).
+    stages: Stages | None = None
 
 
 def _layout(layers: list[Layer], run: _Run) -> Layout:
@@ -94,13 +95,16 @@ def _side(layers: list[Layer], run: _Run) -> tuple[SidePlan, Layout]:
     layout = _layout(layers, run)
     max_len = run.max_model_len
     counts = layout.counts
-    bytes_per_token = sum(n * s.bytes_per_token for s, n in counts.items())
+    shares = None if run.stages is None else stage_shares(layout, run.stages, run.rules)
     side = SidePlan(
         owners=len(layers),
         num_groups=len(layout.groups),
         group_size=layout.group_size,
-        bytes_per_token=bytes_per_token,
-        bytes_per_block=layout.bytes_per_block,
+        bytes_per_token=sum(n * s.bytes_per_token for s, n in counts.items()),
+        # With stages, the fullest stage's block: the one that sets the block count.
+        bytes_per_block=max(s.bytes_per_block for s in shares)
+        if shares
+        else layout.bytes_per_block,
         block_size=layout.block_size,
         page_size_bytes=layout.page_size_bytes,
         state_bytes=sum(
@@ -108,6 +112,7 @@ def _side(layers: list[Layer], run: _Run) -> tuple[SidePlan, Layout]:
             for s, n in counts.items()
             if isinstance(s, MambaSpec)
         ),
+        stages=stage_plans(shares, run.stages) if shares and run.stages else (),
     )
     if max_len is None:
         return side, layout
@@ -127,30 +132,34 @@ def _side(layers: list[Layer], run: _Run) -> tuple[SidePlan, Layout]:
         blocks_per_request=per_request,
         engine_request_bytes=layout.request_bytes(max_len, reserve, run.rules),
     )
-    memory = run.options.memory_bytes
-    override = run.options.num_gpu_blocks_override
-    if memory is None and override is not None:
-        memory = override * layout.bytes_per_block
-    if memory is None:
+    pool = capacity(
+        layout,
+        shares,
+        run.stages,
+        run.rules,
+        memory=run.options.memory_bytes,
+        override=run.options.num_gpu_blocks_override,
+        max_model_len=max_len,
+        reserve=reserve,
+    )
+    if pool is None:
         return side, layout
-    blocks = override if override is not None else num_blocks(layout, memory)
+    blocks = pool.num_blocks
     concurrency = blocks / per_request
     if run.rules.tokens_from_concurrency:
         tokens = int(concurrency * max_len)
     else:
         tokens = blocks // len(layout.groups) * layout.block_size
-    available = check_memory(layout, memory, run.rules)
-    fits = None
-    if side.engine_request_bytes is not None and side.engine_request_bytes > available:
-        fits = largest_max_model_len(layout, available, max_len, reserve, run.rules)
     return (
         replace(
             side,
             num_blocks=blocks,
             max_tokens=tokens,
             max_concurrency=concurrency,
-            check_memory_bytes=available,
-            largest_fitting_max_model_len=fits,
+            engine_request_bytes=pool.request_bytes,
+            check_memory_bytes=pool.check_memory_bytes,
+            largest_fitting_max_model_len=pool.largest_fitting_max_model_len,
+            stages=pool.stages or side.stages,
         ),
         layout,
     )
@@ -199,8 +208,19 @@ def plan_kv_cache(
             "every layer with a KV cache shares another's, so no layer owns a cache",
             hint="at least one layer must own its cache (no kv_sharing_target)",
         )
+    stages = None
+    if options.pipeline_parallel_size > 1:
+        pp = options.pipeline_parallel_size
+        stages = split_layers(config, layers, pp, options.pp_layer_partition, rules)
+        if not map_errors:
+            check_sharing(kv_layers, stages)
     run = _Run(
-        rules, max_len, _reserve_tokens(options), _state_pages(config, distinct, options), options
+        rules,
+        max_len,
+        _reserve_tokens(options),
+        _state_pages(config, distinct, options),
+        options,
+        stages,
     )
     if any(f.code == "duplicate-layer" for f in findings):
         # Duplicate names: the engine keys caches by name, so there is no plan to make.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from json.encoder import encode_basestring_ascii
 from typing import Any, overload
 
@@ -26,6 +26,24 @@ class GroupPlan:
     attention: str
     spec: KVCacheSpec | MambaSpec
     layer_names: list[str]
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    """One pipeline stage's share of the pool (figures per GPU of that stage)."""
+
+    index: int
+    #: The decoder layers it holds (inclusive).
+    first_layer: int
+    last_layer: int
+    #: Its layers that own a cache.
+    owners: int
+    #: A page of each of its layers in its fullest group (every group is kept on every stage).
+    bytes_per_block: int
+    num_blocks: int | None = None
+    #: Its start-up check (None when the release checks the whole model once).
+    request_bytes: int | None = None
+    check_memory_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -58,6 +76,9 @@ class SidePlan:
     check_memory_bytes: int | None = None
     #: The largest max_model_len that fits, when the one asked for does not.
     largest_fitting_max_model_len: int | None = None
+    #: With pipeline stages, each stage's figures (the block count is the smallest of theirs,
+    #: and ``bytes_per_block`` the largest).
+    stages: tuple[StagePlan, ...] = ()
 
 
 @dataclass
@@ -115,6 +136,22 @@ class KVPlan:
             if layer.kv_sharing_target is not None
         }
 
+    def _pipeline_json(self) -> dict[str, Any] | None:
+        """Each stage's figures per side (None for one stage)."""
+        if self.options.pipeline_parallel_size == 1:
+            return None
+
+        def stages(side: SidePlan | None) -> list[dict[str, Any]] | None:
+            return None if side is None else [asdict(stage) for stage in side.stages]
+
+        return {
+            "pipeline_parallel_size": self.options.pipeline_parallel_size,
+            "stages": {
+                "with_sharing": stages(self.with_sharing),
+                "without_sharing": stages(self.without_sharing),
+            },
+        }
+
     def to_json(self, *, aliasing_verified: bool | None, exit_code: int) -> dict[str, Any]:
         """The plan as ``kv-share plan --format json`` prints it.
 
@@ -156,6 +193,7 @@ class KVPlan:
                 "max_tokens": pair("max_tokens") if has_memory else None,
                 "max_concurrency": pair("max_concurrency") if has_memory else None,
             },
+            "pipeline": self._pipeline_json(),
             "aliasing_verified": aliasing_verified,
             "exit_code": exit_code,
         }

@@ -63,9 +63,11 @@ def test_json_document_has_the_spec_shape(tmp_path: Path) -> None:
         "groups",
         "findings",
         "memory",
+        "pipeline",
         "aliasing_verified",
         "exit_code",
     ]
+    assert doc["pipeline"] is None  # one stage
     assert doc["model"] == "toy" and doc["source"] == "mmcli"
     assert doc["vllm_rules"] == {"release": "0.34", "mirrored": "0.34"}
     assert (doc["engine_side"], doc["max_model_len"]) == ("with_sharing", 1024)

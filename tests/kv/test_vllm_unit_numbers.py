@@ -36,8 +36,9 @@ def test_estimate_max_model_len(max_model_len: int, expected: int) -> None:
     # 32 full layers, 32 KV heads × 128, fp16, block 16: 256 KiB per token over the model;
     # 8 GiB holds exactly 32,768 blocks of 16 tokens... per layer: 16,384 tokens.
     spec = FullAttentionSpec(16, 32, 128, "float16")
+    pool, rules = layout([spec] * 32), rules_for("0.20")
     got = largest_max_model_len(
-        layout([spec] * 32), 8 * GiB, max_model_len, 32768, rules_for("0.20")
+        lambda length: pool.request_bytes(length, 32768, rules), 8 * GiB, max_model_len
     )
     assert got == expected
 

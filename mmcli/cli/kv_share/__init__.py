@@ -139,9 +139,18 @@ def plan(
         typer.Option(
             "--pipeline-parallel-size",
             "-pp",
-            help="Pipeline stages: only 1 is planned (mmcli does not model stage splits yet).",
+            help="Pipeline stages: layers split as the engine splits them; each stage sizes "
+            "its own pool and the smallest block count wins (vLLM 0.11+ rules).",
         ),
     ] = 1,
+    pp_layer_partition: Annotated[
+        str | None,
+        typer.Option(
+            "--pp-layer-partition",
+            help="Decoder layers per stage, comma-separated (vLLM's VLLM_PP_LAYER_PARTITION), "
+            "e.g. 8,12,12.",
+        ),
+    ] = None,
     vllm_version: Annotated[
         str | None,
         typer.Option(
@@ -240,20 +249,19 @@ def plan(
 
     Exit 0 when the map is valid, 1 when it has errors, 2 for bad input.
     """
-    from mmcli.cli.kv_share.budget import estimate, estimate_panel, parse_max_model_len
+    from mmcli.cli.kv_share.budget import (
+        estimate,
+        estimate_panel,
+        parse_max_model_len,
+        parse_partition,
+    )
     from mmcli.kv.aliasing import check_aliasing
     from mmcli.kv.config import load_config
     from mmcli.kv.map_file import apply_map, load_map, write_map
     from mmcli.kv.options import PlanOptions
     from mmcli.kv.plan import plan_kv_cache
 
-    if pipeline_parallel_size != 1:
-        raise InputError(
-            f"--pipeline-parallel-size {pipeline_parallel_size}: mmcli does not model how the "
-            "engine splits layers across pipeline stages",
-            hint="plan with -pp 1 (each stage then holds a share of the layers; plan a stage by "
-            "hand with an mmcli layer config of its layers)",
-        )
+    partition = parse_partition(pp_layer_partition) if pp_layer_partition is not None else None
     length = parse_max_model_len(max_model_len)
     if plot is not None and sweep is None:
         raise InputError("--plot needs --sweep", hint="e.g. --sweep max-model-len=4K..128K")
@@ -264,7 +272,14 @@ def plan(
                 "give --memory (the exact KV memory) or --gpu (an estimate), not both",
                 hint="--memory is what vLLM logs as 'Available KV cache memory'",
             )
-        est = estimate(gpu, weights, gpu_memory_utilization, reserve, tensor_parallel_size)
+        est = estimate(
+            gpu,
+            weights,
+            gpu_memory_utilization,
+            reserve,
+            tensor_parallel_size,
+            pipeline_parallel_size,
+        )
     elif weights is not None or reserve is not None:
         raise InputError(
             "--weights and --reserve need --gpu", hint="e.g. --gpu H100 --weights 16GiB"
@@ -285,6 +300,8 @@ def plan(
         memory=memory,
         memory_bytes=est.memory_bytes() if est is not None else None,
         tensor_parallel_size=tensor_parallel_size,
+        pipeline_parallel_size=pipeline_parallel_size,
+        pp_layer_partition=partition,
         max_num_batched_tokens=max_num_batched_tokens,
         vllm_version=vllm_version,
         async_scheduling=async_scheduling,

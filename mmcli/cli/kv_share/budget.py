@@ -36,6 +36,7 @@ def estimate(
     utilization: float,
     reserve: str | None,
     tensor_parallel_size: int,
+    pipeline_parallel_size: int = 1,
 ) -> Estimate:
     """The KV-memory estimate of ``--gpu`` (with ``--weights``, utilization and reserve)."""
     from mmcli.kv.gpus import DEFAULT_RESERVE_BYTES, estimate_kv_budget, resolve_gpu
@@ -46,6 +47,7 @@ def estimate(
         utilization,
         weights_total(weights) if weights else 0,
         tp=tensor_parallel_size,
+        pp=pipeline_parallel_size,
         reserve=parse_size(reserve) if reserve else DEFAULT_RESERVE_BYTES,
     )
 
@@ -108,3 +110,14 @@ def estimate_panel(est: Estimate) -> Panel:
     for label, value in est.terms():
         table.add_row(label, f"{abs(value) / 2**30:,.2f} GiB")  # the label carries the sign
     return Panel(table, title="KV memory per GPU: an ESTIMATE", expand=False)
+
+
+def parse_partition(text: str) -> tuple[int, ...]:
+    """``--pp-layer-partition 8,12,12`` → ``(8, 12, 12)``."""
+    parts = text.split(",")
+    if len(text) > 10_000 or not all(p.strip().isascii() and p.strip().isdigit() for p in parts):
+        raise InputError(
+            f"--pp-layer-partition: cannot read {quoted(text)} as layer counts",
+            hint="one count per stage, comma-separated, e.g. 8,12,12",
+        )
+    return tuple(int(p) for p in parts)
