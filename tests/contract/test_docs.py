@@ -2,8 +2,12 @@
 
 * Every ``$ mmcli …`` example in a ``console`` block is run from the repository root and its
   output (stdout, then stderr) must equal the documented lines, one for one, table rows
-  included. Only timing figures are masked, each at a known position (see ``normalise``). An
-  example followed by ``$ echo $?`` must exit with the code shown; any other must exit 0 or 1.
+  included. Only timing figures are masked, each at a known position (see ``normalise``), and
+  the process id in a captured dump's name. An example followed by ``$ echo $?`` must exit
+  with the code shown; any other must exit 0 or 1.
+* A console block with a ``$ python …`` line (a script that writes files the next commands
+  read) is a session: its commands run in order in a fresh directory that links the
+  repository's top-level entries, so what they write never lands in the repository.
 * Every ``python`` block runs. A command shown without output (an ``sh`` block, no ``$``
   prompt: one that needs a machine or files the suite does not have) must at least parse.
 * Every registered command has a docs page with a heading naming it and an example under it.
@@ -17,9 +21,10 @@ import re
 import shlex
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -48,6 +53,7 @@ class Example:
     command: str
     output: tuple[str, ...]
     exit_code: int | None  # from a following ``$ echo $?``, when there is one
+    session: str | None = None  # "page:line" of its block when the block runs as a session
 
     @property
     def argv(self) -> list[str]:
@@ -118,6 +124,8 @@ def parse_console(block: Block) -> list[Example]:
             current[2].append(line)
         i += 1
     close()
+    if any(e.argv[0] == "python" for e in examples):
+        examples = [replace(e, session=f"{block.page}:{block.line}") for e in examples]
     return examples
 
 
@@ -130,6 +138,11 @@ def all_examples() -> list[Example]:
 
 
 EXAMPLES = all_examples()
+#: Each session's examples, in the order they run.
+SESSIONS: dict[str, list[Example]] = {}
+for _example in EXAMPLES:
+    if _example.session is not None:
+        SESSIONS.setdefault(_example.session, []).append(_example)
 PYTHON_BLOCKS = [b for b in all_blocks() if b.lang == "python"]
 
 
@@ -143,17 +156,19 @@ class Run:
     stderr: str
 
 
-def execute(command: str) -> Run:
-    """Run a documented command the way a reader would, from the repository root."""
+def execute(command: str, cwd: Path = ROOT) -> Run:
+    """Run a documented command the way a reader would, from the repository root (a session:
+    its directory); ``python`` is the interpreter running the suite, mmcli's environment."""
     argv = shlex.split(command)
-    assert argv[0] == "mmcli", f"an example must start with mmcli: {command}"
+    assert argv[0] in ("mmcli", "python"), f"an example must start with mmcli or python: {command}"
     assert not {"|", ">", ">>", "<", "&&", ";", "2>&1"} & set(argv), f"no shell syntax: {command}"
     env = {**os.environ, "COLUMNS": "100", "NO_COLOR": "1", "TERM": "dumb"}
     for name in ("MMCLI_DEBUG", "FORCE_COLOR"):
         env.pop(name, None)
+    program = [sys.executable] if argv[0] == "python" else [sys.executable, "-m", "mmcli"]
     proc = subprocess.run(
-        [sys.executable, "-m", "mmcli", *argv[1:]],
-        cwd=ROOT,
+        [*program, *argv[1:]],
+        cwd=cwd,
         env=env,
         capture_output=True,
         text=True,
@@ -163,20 +178,40 @@ def execute(command: str) -> Run:
     return Run(proc.returncode, tuple((proc.stdout + proc.stderr).splitlines()), proc.stderr)
 
 
-# Each distinct command runs once; the examples selected for a session are started together,
-# as many at a time as there are CPUs (their timings are masked, so sharing them is harmless).
+def execute_session(commands: list[str]) -> list[Run]:
+    """Run a session's commands in order in a fresh directory linking the repository's
+    top-level entries: ``samples/…`` and ``examples/…`` resolve, and what is written is
+    thrown away."""
+    with tempfile.TemporaryDirectory(prefix="mmcli-docs-") as tmp:
+        for entry in ROOT.iterdir():
+            if not entry.name.startswith("."):
+                (Path(tmp) / entry.name).symlink_to(entry)
+        return [execute(command, cwd=Path(tmp)) for command in commands]
+
+
+# Each distinct command (and each session) runs once; the examples selected for a pytest run
+# are started together, as many at a time as there are CPUs (their timings are masked, so
+# sharing them is harmless).
 _POOL = ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2))
 _RUNS: dict[str, Future[Run]] = {}
+_SESSION_RUNS: dict[str, Future[list[Run]]] = {}
 
 
-def start(command: str) -> Future[Run]:
-    if command not in _RUNS:
-        _RUNS[command] = _POOL.submit(execute, command)
-    return _RUNS[command]
+def start(example: Example) -> None:
+    if example.session is not None:
+        if example.session not in _SESSION_RUNS:
+            commands = [e.command for e in SESSIONS[example.session]]
+            _SESSION_RUNS[example.session] = _POOL.submit(execute_session, commands)
+    elif example.command not in _RUNS:
+        _RUNS[example.command] = _POOL.submit(execute, example.command)
 
 
-def run(command: str) -> Run:
-    return start(command).result()
+def run(example: Example) -> Run:
+    start(example)
+    if example.session is None:
+        return _RUNS[example.command].result()
+    runs = _SESSION_RUNS[example.session].result()
+    return runs[SESSIONS[example.session].index(example)]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -189,7 +224,7 @@ def _start_selected_examples(request: pytest.FixtureRequest) -> Iterator[None]:
         and isinstance(item.callspec.params.get("example"), Example)
     ]
     for example in sorted(selected, key=lambda e: e.argv[1] != "bench"):  # longest first
-        start(example.command)
+        start(example)
     yield
     _POOL.shutdown(cancel_futures=True)
 
@@ -248,6 +283,10 @@ BENCH_NOISE = re.compile(
 
 SPACED = (BENCH_ROW, BENCH_HEADER, BENCH_RULE)
 
+# Not a timing either: the process id in a captured dump's name (``mmcli.capture``'s
+# ``{engine}-{phase}-r{rank}-p{pid}-{seq:04d}-{reason}.safetensors``), wherever it is printed.
+CAPTURE_PID = re.compile(r"(\b[\w.]+-[\w.]+-r(?:\d+|x)-p)\d+(-\d{4}-[a-z-]+\.safetensors)")
+
 
 def masked(m: re.Match[str]) -> str:
     """The matched line with each named group (a timing figure) replaced by MASK."""
@@ -296,7 +335,7 @@ def _mask_bench(lines: list[str]) -> list[str]:
 
 def normalise(command: str, lines: tuple[str, ...] | list[str]) -> list[str]:
     """The lines to compare: trailing spaces and outer blank lines removed, timings masked."""
-    result = [line.rstrip() for line in lines]
+    result = [CAPTURE_PID.sub(rf"\g<1>{MASK}\g<2>", line.rstrip()) for line in lines]
     argv = shlex.split(command)
     if argv[1:2] == ["check-embeddings"]:
         result = _mask_check_embeddings(result)
@@ -333,7 +372,7 @@ def test_console_example(example: Example) -> None:
     if example.argv[1] == "bench":
         # The timed suite takes minutes; documented bench runs are the quick form.
         assert "--quick" in example.argv, f"{example.id}: show bench in its --quick form"
-    result = run(example.command)
+    result = run(example)
     if example.exit_code is None:
         assert result.returncode in (0, 1), (
             f"{example.id}: exit {result.returncode} (document it with `$ echo $?`)\n"
@@ -444,7 +483,7 @@ def _documented(command: str) -> Example:
 def test_one_changed_table_cell_is_a_mismatch() -> None:
     """Change "→ 18" to "→ 17" in one kv-share layer row of a copy: the comparison fails."""
     example = _documented("mmcli kv-share plan samples/kv/gemma3n-e2b-like.json --memory 20GiB")
-    actual = run(example.command).lines
+    actual = run(example).lines
     assert mismatch(example.command, example.output, actual) is None
     rows = [i for i, line in enumerate(example.output) if "│ → 18 " in line]
     assert len(rows) == 1, "the example has one layer row sharing with layer 18"
@@ -485,6 +524,20 @@ def test_masks_cover_timings_and_nothing_else() -> None:
     for row in rows:
         assert normalise(check.command, [row]) == [row.rstrip()]
         assert not same(check.command, [row.replace("bfloat16", "float16")], [row])
+
+
+def test_capture_pid_is_masked_and_nothing_else() -> None:
+    """A captured dump's process id may change; its engine, phase, rank, seq and reason not."""
+    line = "dumps/transformers-prefill-rx-p6462-0000-failure.safetensors  failed"
+
+    def same(a: str) -> bool:
+        command = "mmcli check-embeddings dumps/"
+        return normalise(command, [a]) == normalise(command, [line])
+
+    assert normalise("python x.py", [line]) == [line.replace("p6462", f"p{MASK}")]
+    assert same(line.replace("p6462", "p17"))
+    for old, new in (("prefill", "decode"), ("-rx-", "-r0-"), ("0000", "0001"), ("ure", "ed")):
+        assert not same(line.replace(old, new)), (old, new)
 
 
 # --- every command is documented ----------------------------------------------------------
