@@ -122,9 +122,7 @@ class Diagnosis:
 
         facts = per_item.judge_mask(index, mask)
         self.findings += facts.findings
-        if mask is None:
-            stats.num_placeholders = stats.num_embeds
-        elif facts.num_embeds is not None:
+        if mask is not None and facts.num_embeds is not None:
             stats.num_placeholders, stats.num_embeds = facts.num_placeholders, facts.num_embeds
         self.findings += per_item.judge_layout(index, shape, emb.dtype, facts.num_embeds)
         rows = 1
