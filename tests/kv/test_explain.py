@@ -205,3 +205,29 @@ def test_a_log_without_memory_is_refused() -> None:
     log = parse_vllm_log(read("vllm-windows-build-4"))
     with pytest.raises(InputError, match="no 'Available KV cache memory'"):
         explain_log(hf(40, 40, 8, 128, 40960), log)
+
+
+def test_a_pipeline_parallel_log_is_planned_per_stage() -> None:
+    # 32 layers on 3 stages with 10 GiB each: vLLM 0.32/0.34's planner gives 14,894 blocks,
+    # "GPU KV cache size: 238,304 tokens" and 29.09x for 8,192 tokens (the first stage's
+    # memory is the one the log prints).
+    config = hf(32, 32, 8, 128, 8192)
+    args = {"max_model_len": 8192, "pipeline_parallel_size": 3, "max_num_batched_tokens": 2048}
+    text = "\n".join(
+        startup_lines(
+            release="0.34.0",
+            model=config.name,
+            available_gib=10.0,
+            kv_cache_tokens=238_304,
+            max_model_len=8192,
+            max_concurrency=29.09,
+            args=args,
+        )
+    )
+    result = explain_log(config, parse_vllm_log(text))
+    assert result.matches, result.comparisons
+    assert any("pipeline_parallel_size 3" in n for n in result.notes)
+    # The same figures without the stages are not what one GPU would hold.
+    single = text.replace("'pipeline_parallel_size': 3, ", "")
+    assert "pipeline_parallel_size" not in single
+    assert not explain_log(config, parse_vllm_log(single)).matches
