@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import islice, repeat
+from operator import indexOf, ne, sub
 
 
 def shape_text(shape: Sequence[int]) -> str:
@@ -23,6 +25,31 @@ def index_ranges(indices: Sequence[int], *, limit: int | None = 4) -> str:
     ordered = sorted(indices)
     if not ordered:
         return ""
+    if limit is None:
+        return ", ".join(_every_range(ordered))
+    # Where a range starts (past the first): wherever an index is not the one before plus 1.
+    # Found at C level and lazily: of a million indices, only the first ranges and the last
+    # are shown.
+    starts = map(ne, map(sub, islice(ordered, 1, None), ordered), repeat(1))
+    cuts: list[int] = []
+    for _ in range(max(limit, 2)):
+        try:
+            cuts.append((cuts[-1] if cuts else 0) + 1 + indexOf(starts, True))
+        except ValueError:
+            break
+    m = len(ordered)
+    if len(cuts) < limit:  # every range
+        bounds = [0, *cuts, m]
+        return ", ".join(map(_span, repeat(ordered), bounds, islice(bounds, 1, None)))
+    first = _span(ordered, 0, cuts[0])
+    second = _span(ordered, cuts[0], cuts[1] if len(cuts) > 1 else m)
+    # The last range starts at the last cut: the first one seen from the end.
+    back = map(ne, map(sub, reversed(ordered), islice(reversed(ordered), 1, None)), repeat(1))
+    last = _span(ordered, m - 1 - indexOf(back, True), m)
+    return ", ".join([first, second, "…", last])
+
+
+def _every_range(ordered: list[int]) -> list[str]:
     parts: list[str] = []
     start = prev = ordered[0]
     for k in ordered[1:]:
@@ -32,9 +59,13 @@ def index_ranges(indices: Sequence[int], *, limit: int | None = 4) -> str:
         parts.append(str(start) if start == prev else f"{start}–{prev}")
         start = prev = k
     parts.append(str(start) if start == prev else f"{start}–{prev}")
-    if limit is not None and len(parts) > limit:
-        parts = [parts[0], parts[1], "…", parts[-1]]
-    return ", ".join(parts)
+    return parts
+
+
+def _span(ordered: list[int], a: int, b: int) -> str:
+    """``ordered[a:b]`` (consecutive indices) as ``3`` or ``3–7``."""
+    start, end = ordered[a], ordered[b - 1]
+    return str(start) if start == end else f"{start}–{end}"
 
 
 def human_bytes(n: int) -> str:
