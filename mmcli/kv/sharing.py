@@ -74,6 +74,15 @@ def validate_sharing_map(layers: Sequence[Layer], *, strict: bool = False) -> li
         target = layer.kv_sharing_target
         if target is None:
             continue
+        j = index_of.get(target)
+        if j is not None and j < i:
+            tgt = layers[j]
+            if (
+                tgt.kv_sharing_target is None
+                and layer.spec is tgt.spec
+                and isinstance(layer.spec, KVCacheSpec)
+            ):
+                continue  # an earlier owner of the very same spec: nothing to report
         who = _describe(i, layer.name)
         if target == layer.name:
             findings.append(
