@@ -280,3 +280,21 @@ def error_text(error: BaseException | str, limit: int = 4000) -> str:
     """``Type: message`` of an exception (or the text itself), at most ``limit`` characters."""
     text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def loaded_tp_rank(parallel_state: str) -> int | None:
+    """The tensor-parallel rank from the engine's already-imported ``parallel_state`` module
+    (``get_tensor_model_parallel_rank``), else ``RANK`` / ``LOCAL_RANK``; imports nothing."""
+    import sys
+
+    get = getattr(sys.modules.get(parallel_state), "get_tensor_model_parallel_rank", None)
+    if callable(get):
+        try:
+            return int(get())
+        except Exception:
+            pass
+    for key in ("RANK", "LOCAL_RANK"):
+        value = os.environ.get(key)
+        if value is not None and value.isdigit():
+            return int(value)
+    return None

@@ -19,11 +19,12 @@ and the last item takes the difference (``item_rows=attributed``).
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from mmcli.capture._common import loaded_tp_rank
 
 ENGINE = "sglang"
 
@@ -60,18 +61,7 @@ class Dump:
 
 def tp_rank() -> int | None:
     """The tensor-parallel rank, without importing anything new."""
-    state = sys.modules.get("sglang.srt.distributed.parallel_state")
-    get = getattr(state, "get_tensor_model_parallel_rank", None)
-    if callable(get):
-        try:
-            return int(get())
-        except Exception:
-            pass
-    for key in ("RANK", "LOCAL_RANK"):
-        value = os.environ.get(key)
-        if value is not None and value.isdigit():
-            return int(value)
-    return None
+    return loaded_tp_rank("sglang.srt.distributed.parallel_state")
 
 
 def engine_version() -> str | None:

@@ -6,11 +6,12 @@ Pure helpers (no plugin state): unpack the runner's preparation results into
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from mmcli.capture._common import loaded_tp_rank
 
 
 @dataclass(frozen=True)
@@ -66,18 +67,7 @@ def unpack(result: object, size: int) -> list[Sequence[Any]]:
 
 def tp_rank() -> int | None:
     """The tensor-parallel rank, without importing anything new."""
-    state = sys.modules.get("vllm.distributed.parallel_state")
-    get = getattr(state, "get_tensor_model_parallel_rank", None)
-    if callable(get):
-        try:
-            return int(get())
-        except Exception:
-            pass
-    for key in ("RANK", "LOCAL_RANK"):
-        value = os.environ.get(key)
-        if value is not None and value.isdigit():
-            return int(value)
-    return None
+    return loaded_tp_rank("vllm.distributed.parallel_state")
 
 
 def engine_version() -> str | None:
