@@ -7,6 +7,7 @@ line and exit 130, never a traceback, at any moment of the run.
 
 from __future__ import annotations
 
+import gc
 import signal
 import sys
 from typing import NoReturn
@@ -15,7 +16,14 @@ from mmcli.errors import EXIT_INTERRUPTED
 
 
 def main() -> NoReturn:
-    """Run the CLI on ``sys.argv``; exit with its status."""
+    """Run the CLI on ``sys.argv``; exit with its status.
+
+    The cyclic garbage collector is off for the run. A run is one short-lived process that
+    builds what its input declares (a million header entries, a million layers) as acyclic
+    objects freed by reference counting; every automatic collection would walk all of them
+    again, which cost those runs a quarter of their time.
+    """
+    gc.disable()
     code: object
     try:
         from mmcli.cli.main import main as run

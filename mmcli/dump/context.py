@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 
 import torch
 
@@ -61,8 +60,7 @@ def merged_item(header: Header, index: int, device: torch.device, read: Reader) 
     width = info.shape[1]
     row_bytes = info.nbytes // max(info.shape[0], 1)
     start = sum(counts[:index]) * row_bytes
-    part: TensorInfo = replace(
-        info,
+    part: TensorInfo = info._replace(
         shape=(counts[index], width),
         begin=info.begin + start,
         end=info.begin + start + counts[index] * row_bytes,

@@ -18,20 +18,26 @@ from __future__ import annotations
 import gc
 import json
 import os
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from operator import attrgetter
+from operator import itemgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
+from mmcli.dump.compact import (
+    contiguous,
+    in_natural_order,
+    natural_key,
+    parse_compact,
+    sort_by_offsets,
+)
 from mmcli.dump.entries import (
     TensorInfo,
     as_dict,
     fail,
+    make_info,
     parse_hook,
-    set_name,
     snippet,
     tensor_info,
 )
@@ -82,26 +88,7 @@ class Header:
         return self.file_size - self.data_start
 
 
-_DIGITS = re.compile(r"\d+")
-
-
-def _number(match: re.Match[str]) -> str:
-    digits = match[0].lstrip("0") or "0"
-    return "\0" + (chr(0x100 + len(digits)) if len(digits) < 0xFE00 else "\uffff") + digits
-
-
-_ONE_NUMBER = re.compile(r"(\D*)0*(\d{1,60000})")
-
-
-def natural_key(name: str) -> str:
-    """Sort key that puts ``x.2`` before ``x.10``: each run of digits becomes a NUL (below any
-    text at that position), a character for its length, then the digits without leading
-    zeros, so plain string comparison (fast, in C) orders numbers by value."""
-    match = _ONE_NUMBER.fullmatch(name)  # the common ``prefix.N``, without a callback
-    if match is not None:
-        digits = match[2]
-        return f"{match[1]}\0{chr(0x100 + len(digits))}{digits}"
-    return _DIGITS.sub(_number, name)
+_NAME = itemgetter(0)
 
 
 @contextmanager
@@ -176,9 +163,15 @@ def _read(source: FileSource, *, keep: bool) -> Header:
     del raw
     data_size = file_size - 8 - n
     with _no_gc():
-        doc = _parse(path, text, data_size)
-        del text
-        header = _validate(path, file_size, n, doc, data_size)
+        compact = parse_compact(text, data_size)
+        if compact is None:
+            doc = _parse(path, text, data_size)
+            del text
+            tensors, metadata = _validate(path, doc, data_size)
+        else:
+            del text
+            tensors, metadata = compact
+        header = _checked(path, file_size, n, tensors, metadata, data_size)
     return (
         Header(header.path, file_size, n, header.tensors, header.metadata, source)
         if keep
@@ -208,8 +201,10 @@ def _parse(path: Path, text: str, data_size: int) -> Any:
 
 
 def _validate(
-    path: Path, file_size: int, header_size: int, doc: dict[str, Any], data_size: int
-) -> Header:
+    path: Path, doc: dict[str, Any], data_size: int
+) -> tuple[list[TensorInfo], dict[str, str]]:
+    """The tensors (in header order) and metadata of a parsed header, or the InputError that
+    words its first problem."""
     metadata: dict[str, str] = {}
     raw_meta = doc.pop("__metadata__", None)
     if isinstance(raw_meta, TensorInfo):
@@ -235,12 +230,39 @@ def _validate(
     tensors: list[TensorInfo] = []
     for name, entry in doc.items():
         if type(entry) is TensorInfo and not entry.name:
-            set_name(entry, name)
-            tensors.append(entry)
+            tensors.append(make_info((name, *entry[1:])))
         else:
             tensors.append(tensor_info(path, name, entry, data_size))
     doc.clear()
-    tensors.sort(key=attrgetter("begin", "end"))
+    return tensors, metadata
+
+
+def _checked(
+    path: Path,
+    file_size: int,
+    header_size: int,
+    tensors: list[TensorInfo],
+    metadata: dict[str, str],
+    data_size: int,
+) -> Header:
+    """The header of ``tensors`` once their data is found to be contiguous: in name order."""
+    sort_by_offsets(tensors)
+    if not contiguous(tensors, data_size):
+        _raise_gap(path, tensors, data_size)
+    ordered = list(in_natural_order(tensors))
+    del tensors
+    return Header(
+        path=path,
+        file_size=file_size,
+        header_size=header_size,
+        tensors=dict(zip(map(_NAME, ordered), ordered, strict=True)),
+        metadata=metadata,
+    )
+
+
+def _raise_gap(path: Path, tensors: list[TensorInfo], data_size: int) -> NoReturn:
+    """Raise the InputError naming where ``tensors`` (sorted by offsets) overlap or leave a
+    gap."""
     position = 0
     previous: TensorInfo | None = None
     for info in tensors:
@@ -264,11 +286,4 @@ def _validate(
             f"tensors cover {position} bytes of data but the file holds {data_size} bytes after "
             "the header",
         )
-    tensors.sort(key=lambda t: natural_key(t.name))
-    return Header(
-        path=path,
-        file_size=file_size,
-        header_size=header_size,
-        tensors={t.name: t for t in tensors},
-        metadata=metadata,
-    )
+    raise AssertionError("contiguous tensors reported as a gap")  # pragma: no cover

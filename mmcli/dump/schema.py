@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter, methodcaller
 
 from mmcli.dtypes import model_dtype
 from mmcli.dump.safetensors import Header
@@ -144,6 +145,47 @@ def _missing(indices: set[int], limit: int = 8) -> list[int]:
     return missing
 
 
+_SHAPE = attrgetter("shape")
+_INDEX = methodcaller("group", 1)
+#: Each indexed key alone, its index of at most 19 digits (longer ones take the slow path).
+_INDEXED = tuple(
+    re.compile(rf"{kind}\.(0|[1-9][0-9]{{0,18}})")
+    for kind in ("mm_embeddings", "is_embed", "placeholders")
+)
+
+
+def _classify(
+    header: Header, names: list[str], v2: bool
+) -> tuple[set[int], set[int], set[int], set[str], list[str]]:
+    """Item indices of the per-item embeddings, masks and stored placeholders, the version-2
+    context tensors present, and the names that are none of these: three scans in C (a
+    header may hold a million names), then name by name only when a name is left over."""
+    items, masks, kept = (
+        set(map(int, map(_INDEX, filter(None, map(rx.fullmatch, names))))) for rx in _INDEXED
+    )
+    context = {name for name in CONTEXT_TENSORS if name in header.tensors} if v2 else set()
+    known = len(items) + len(masks) + len(kept) + len(context) + ("mm_embeddings" in header.tensors)
+    if known == len(names):
+        return items, masks, kept, context, []
+    items, masks, kept = set(), set(), set()
+    unknown: list[str] = []
+    for name in names:
+        match = _KEY.match(name)
+        if name == "mm_embeddings":
+            continue
+        if v2 and name in CONTEXT_TENSORS:
+            context.add(name)
+            continue
+        if match is None:
+            unknown.append(name)
+            continue
+        digits = match.group(2)
+        index = int(digits) if len(digits) <= _MAX_DIGITS else _huge_index(header, name, digits)
+        {"mm_embeddings": items, "is_embed": masks, "placeholders": kept}[match.group(1)].add(index)
+
+    return items, masks, kept, context, unknown
+
+
 def check_schema(header: Header) -> DumpLayout:
     """Check that ``header`` follows the dump schema; raise InputError listing what is wrong."""
     fmt = header.metadata.get("format")
@@ -162,26 +204,9 @@ def check_schema(header: Header) -> DumpLayout:
             f"reads versions {', '.join(VERSIONS)})",
             hint="upgrade mmcli, or write the dump with this version's dump_encoder_outputs",
         )
-    items: set[int] = set()
-    masks: set[int] = set()
-    kept: set[int] = set()
-    unknown: list[str] = []
-    context: set[str] = set()
     v2 = version == V2
     stacked = "mm_embeddings" in header.tensors
-    for name in names:
-        match = _KEY.match(name)
-        if name == "mm_embeddings":
-            continue
-        if v2 and name in CONTEXT_TENSORS:
-            context.add(name)
-            continue
-        if match is None:
-            unknown.append(name)
-            continue
-        digits = match.group(2)
-        index = int(digits) if len(digits) <= _MAX_DIGITS else _huge_index(header, name, digits)
-        {"mm_embeddings": items, "is_embed": masks, "placeholders": kept}[match.group(1)].add(index)
+    items, masks, kept, context, unknown = _classify(header, names, v2)
 
     def fail(problem: str) -> InputError:
         return InputError(
@@ -192,8 +217,8 @@ def check_schema(header: Header) -> DumpLayout:
 
     if unknown:
         raise fail(f"unexpected keys {_listing(unknown)}")
-    deep = next((t for t in header.tensors.values() if len(t.shape) > MAX_NDIM), None)
-    if deep is not None:
+    if header.tensors and max(map(len, map(_SHAPE, header.tensors.values()))) > MAX_NDIM:
+        deep = next(t for t in header.tensors.values() if len(t.shape) > MAX_NDIM)
         raise fail(
             f"tensor {quoted(deep.name, 60)} has {len(deep.shape):,} dimensions; torch holds "
             f"at most {MAX_NDIM}"

@@ -6,9 +6,11 @@ import json
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from json.encoder import encode_basestring_ascii
+from json.encoder import encode_basestring_ascii as quote
+from operator import sub
 from typing import Any, TextIO
 
+from mmcli.dtypes import BY_CODE
 from mmcli.dump.safetensors import Header, TensorInfo, read_header
 from mmcli.dump.schema import KNOWN_METADATA, V1, DumpLayout, check_schema
 from mmcli.errors import InputError
@@ -78,51 +80,57 @@ class FileSummary:
 
     def write_json(self, out: TextIO) -> None:
         """Write :meth:`to_json` as ``json.dumps(..., indent=2)`` would, plus a newline, but
-        tensor by tensor: a header of a million tensors needs no million-entry document in
-        memory, nor the pure-Python indenting encoder's time."""
+        a batch of tensors at a time, each formatted in C: a header of a million tensors
+        needs no million-entry document in memory, nor the pure-Python indenting encoder."""
         doc = self.to_json_without_tensors()
         marker = "\u0000tensors\u0000"
         doc["tensors"] = marker
         head, tail = json.dumps(doc, indent=2).split(json.dumps(marker), 1)
+        tensors = list(self.header.tensors.values())
         out.write(head + "[")
-        batch: list[str] = []
-        first = True
-        for chunk in self._tensor_chunks():
-            if not first:
-                batch.append(",")
-            batch.append(chunk)
-            first = False
-            if len(batch) >= 8192:
-                out.write("".join(batch))
-                batch.clear()
-        out.write("".join(batch) + ("\n  ]" if not first else "]") + tail + "\n")
+        for start in range(0, len(tensors), _BATCH):
+            batch = tensors[start : start + _BATCH]
+            out.write(("," if start else "") + ",".join(_tensor_objects(batch)))
+        out.write(("\n  ]" if tensors else "]") + tail + "\n")
         out.flush()
 
     def to_json_without_tensors(self) -> dict[str, Any]:
         """:meth:`to_json` with an empty tensor list."""
         return {**self._document(lambda: []), "tensors": []}
 
-    def _tensor_chunks(self) -> Iterator[str]:
-        """Each tensor's object as ``json.dumps(indent=2)`` lays it out inside the document
-        (each line indented by 4 more spaces; lists one element a line)."""
-        quote = encode_basestring_ascii  # json.dumps of a str, without its per-call overhead
-        codes: dict[str, str] = {}
-        for t in self.header.tensors.values():
-            dtype = codes.get(t.dtype)
-            if dtype is None:
-                dtype = codes[t.dtype] = (
-                    f'"dtype": {quote(t.dtype_name)},\n      "safetensors_dtype": {quote(t.dtype)}'
-                )
-            shape = (
-                "[\n" + ",\n".join([f"        {d}" for d in t.shape]) + "\n      ]"
-                if t.shape
-                else "[]"
-            )
-            yield (
-                f'\n    {{\n      "name": {quote(t.name)},\n      {dtype},\n      "shape": {shape},'
-                f'\n      "bytes": {t.end - t.begin},\n      "data_offsets": [\n        {t.begin},'
-                f"\n        {t.end}\n      ]\n    }}"
-            )
+
+#: Tensors formatted per batch.
+_BATCH = 1 << 14
+#: One tensor's object as ``json.dumps(indent=2)`` lays it out inside the document (each line
+#: indented by 4 more spaces; lists one element a line).
+_TENSOR = (
+    '\n    {\n      "name": %s,\n      %s,\n      "shape": %s,\n      "bytes": %d,'
+    '\n      "data_offsets": [\n        %d,\n        %d\n      ]\n    }'
+)
+
+
+def _tensor_objects(tensors: list[TensorInfo]) -> Iterator[str]:
+    """Each tensor's JSON object (:data:`_TENSOR`), formatted in C: names quoted by the json
+    module's own C function, each distinct dtype and shape laid out once."""
+    names, codes, shapes, begins, ends = zip(*tensors, strict=True)
+    dtypes = {
+        code: f'"dtype": {quote(BY_CODE[code].name)},\n      "safetensors_dtype": {quote(code)}'
+        for code in set(codes)
+    }
+    layouts = {
+        shape: "[\n" + ",\n".join([f"        {d}" for d in shape]) + "\n      ]" if shape else "[]"
+        for shape in set(shapes)
+    }
+    rows = zip(
+        map(quote, names),
+        map(dtypes.__getitem__, codes),
+        map(layouts.__getitem__, shapes),
+        map(sub, ends, begins),
+        begins,
+        ends,
+        strict=True,
+    )
+    return map(_TENSOR.__mod__, rows)
 
 
 def summarize(path: str | os.PathLike[str]) -> FileSummary:
