@@ -2,7 +2,15 @@
 
 * a directory of 200 dumps checked with ``mmcli check-embeddings`` (progress bar on stderr);
 * a 100,000-layer layer config planned with ``mmcli kv-share plan``;
-* a 64 GiB sparse safetensors file inspected with ``mmcli inspect`` (no tensor data read).
+* a 64 GiB sparse safetensors file inspected with ``mmcli inspect`` (no tensor data read);
+* a header of a million tensors (as the safetensors library lays it out) inspected, as a
+  table and as JSON;
+* a million-layer Hugging Face config (Gemma-3n-like, the second half sharing) planned, as a
+  table and as JSON.
+
+Each line gives the wall time, the CPU time (user + system, startup included) and the peak
+resident memory of the mmcli process; the bounds the tests hold these runs to are 10 s of CPU
+and 1 GiB.
 
 Usage: ``python benchmarks/scale.py`` (or ``make bench-scale``). Everything is written to a
 temporary directory and removed afterwards; the sparse file takes almost no disk.
@@ -25,18 +33,72 @@ import mmcli
 
 def run(argv: list[str]) -> tuple[float, int]:
     """Wall time and exit code of one mmcli invocation (stdout discarded)."""
+    seconds, code, _, _ = measure(argv)
+    return seconds, code
+
+
+#: Runs a command and prints its exit code, CPU seconds and peak resident KiB. A process
+#: started by fork inherits its parent's peak, so mmcli is started from this small process,
+#: not from the benchmark's own (torch, and the million names it built, are resident there).
+_MEASURE = """
+import json, os, subprocess, sys
+proc = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL)
+_, status, usage = os.wait4(proc.pid, 0)
+code = os.waitstatus_to_exitcode(status)
+print(json.dumps([code, usage.ru_utime + usage.ru_stime, usage.ru_maxrss]))
+"""
+
+
+def measure(argv: list[str]) -> tuple[float, int, float, int]:
+    """Wall time, exit code, CPU seconds and peak resident MiB of one mmcli invocation."""
     start = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-m", "mmcli", *argv],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        [sys.executable, "-c", _MEASURE, sys.executable, "-m", "mmcli", *argv],
+        capture_output=True,
         text=True,
         check=False,
     )
     elapsed = time.perf_counter() - start
-    if proc.returncode not in (0, 1):
-        raise SystemExit(f"mmcli {' '.join(argv)} exited {proc.returncode}:\n{proc.stderr}")
-    return elapsed, proc.returncode
+    code, cpu, peak = json.loads(proc.stdout)
+    if code not in (0, 1):
+        raise SystemExit(f"mmcli {' '.join(argv)} exited {code}:\n{proc.stderr}")
+    return elapsed, code, cpu, peak >> 10
+
+
+def report(label: str, argv: list[str]) -> None:
+    seconds, code, cpu, peak = measure(argv)
+    print(f"{label}: {seconds:.2f} s wall, {cpu:.2f} s CPU, {peak} MiB peak (exit {code})")
+
+
+def make_million_tensors(path: Path, count: int) -> None:
+    """A header of ``count`` empty tensors ``mm_embeddings.{i}``, laid out as the safetensors
+    library writes headers (compact JSON, names in byte order, metadata first)."""
+    names = sorted(f"mm_embeddings.{i}" for i in range(count))
+    entry = '":{"dtype":"F32","shape":[0,4096],"data_offsets":[0,0]}'
+    raw = '{"__metadata__":{"format":"mm_dump"},"' + ',"'.join(n + entry for n in names) + "}"
+    data = raw.encode()
+    data += b" " * (-len(data) % 8)
+    path.write_bytes(struct.pack("<Q", len(data)) + data)
+
+
+def make_million_layer_config(path: Path, count: int) -> None:
+    """A Gemma-3n-like Hugging Face config of ``count`` layers, the second half sharing."""
+    config = {
+        "model_type": "gemma3n_text",
+        "num_hidden_layers": count,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "hidden_size": 2048,
+        "sliding_window": 1024,
+        "max_position_embeddings": 32768,
+        "torch_dtype": "bfloat16",
+        "layer_types": [
+            "full_attention" if (i + 1) % 6 == 0 else "sliding_attention" for i in range(count)
+        ],
+        "num_kv_shared_layers": count // 2,
+    }
+    path.write_text(json.dumps(config), encoding="utf-8")
 
 
 def make_dumps(folder: Path, count: int) -> None:
@@ -106,6 +168,17 @@ def main() -> None:
         make_sparse_safetensors(big, 64 * 2**30)
         seconds, code = run(["inspect", str(big)])
         print(f"inspect on a 64 GiB sparse file: {seconds:.2f} s (exit {code})")
+
+        header = root / "million.safetensors"
+        make_million_tensors(header, 1_000_000)
+        report("inspect, 1,000,000 tensors, table", ["inspect", str(header)])
+        report("inspect, 1,000,000 tensors, JSON", ["inspect", str(header), "--format", "json"])
+
+        hf = root / "config.json"
+        make_million_layer_config(hf, 1_000_000)
+        plan = ["kv-share", "plan", str(hf), "--memory", "80GiB"]
+        report("kv-share plan, 1,000,000 layers, table", plan)
+        report("kv-share plan, 1,000,000 layers, JSON", [*plan, "--format", "json"])
 
 
 if __name__ == "__main__":
