@@ -1,8 +1,19 @@
-"""Shared test configuration: CUDA-marked tests skip cleanly without a GPU; hypothesis profiles."""
+"""Shared test configuration: CUDA-marked tests skip cleanly without a GPU; hypothesis
+profiles; the ``measured`` fixture, which runs a process and reports its own CPU time and peak
+memory."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -25,3 +36,53 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "cuda" in item.keywords:
             item.add_marker(skip)
+
+
+#: Runs ``argv[2:]`` and writes its exit code, CPU seconds and peak resident bytes to
+#: ``argv[1]``. A process started by fork inherits its parent's peak resident memory, so a
+#: command started from the test process would report the test process's peak (torch and
+#: everything earlier tests built); started from this small process, it reports its own.
+_LAUNCHER = """
+import json, os, subprocess, sys
+proc = subprocess.Popen(sys.argv[2:])
+_, status, usage = os.wait4(proc.pid, 0)
+with open(sys.argv[1], "w") as f:
+    code = os.waitstatus_to_exitcode(status)
+    json.dump([code, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024], f)
+"""
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What a measured process used: its exit code, CPU seconds (user + system), peak
+    resident bytes, and the wall seconds it took (startup included)."""
+
+    code: int
+    cpu: float
+    peak: int
+    elapsed: float
+
+
+def run_measured(
+    argv: list[str], *, timeout: float = 900, **popen: Any
+) -> tuple[Usage, subprocess.CompletedProcess[Any]]:
+    """Run ``argv`` (``stdout``, ``stderr``, ``env``… as for ``subprocess.run``); its usage
+    and the completed launcher (whose captured streams are the command's)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        record = Path(tmp) / "usage.json"
+        start = time.monotonic()
+        done = subprocess.run(
+            [sys.executable, "-c", _LAUNCHER, str(record), *argv],
+            timeout=timeout,
+            check=False,
+            **popen,
+        )
+        elapsed = time.monotonic() - start
+        code, cpu, peak = json.loads(record.read_text(encoding="utf-8"))
+    return Usage(code, cpu, peak, elapsed), done
+
+
+@pytest.fixture
+def measured() -> Callable[..., tuple[Usage, subprocess.CompletedProcess[Any]]]:
+    """:func:`run_measured`."""
+    return run_measured

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -183,7 +181,7 @@ def test_name_template() -> None:
 
 
 @pytest.mark.slow
-def test_a_million_layer_table_is_bounded(tmp_path: Path) -> None:
+def test_a_million_layer_table_is_bounded(measured: Any, tmp_path: Path) -> None:
     """Issue-sized: the default table of a million layers (Gemma-3n-like, the second half
     sharing) in < 10 s of CPU (startup included) and < 1 GiB resident."""
     n = 1_000_000
@@ -206,17 +204,12 @@ def test_a_million_layer_table_is_bounded(tmp_path: Path) -> None:
     config.write_text(json.dumps(doc), encoding="utf-8")
     out = tmp_path / "plan.txt"
     args = ["kv-share", "plan", str(config), "--memory", "80GiB"]
-    start = time.monotonic()
     with out.open("wb") as sink:
         env = {**os.environ, "COLUMNS": "200"}  # rows on one line each
-        proc = subprocess.Popen([sys.executable, "-m", "mmcli", *args], stdout=sink, env=env)
-        _, status, usage = os.wait4(proc.pid, 0)
-    elapsed = time.monotonic() - start
-    code = os.waitstatus_to_exitcode(status)
-    cpu = usage.ru_utime + usage.ru_stime
-    assert code in (0, 1), code
-    assert cpu < 10, f"{cpu:.1f} s of CPU ({elapsed:.1f} s wall)"
-    assert usage.ru_maxrss * 1024 < 2**30, f"peak {usage.ru_maxrss >> 10} MiB"
+        usage, _ = measured([sys.executable, "-m", "mmcli", *args], stdout=sink, env=env)
+    assert usage.code in (0, 1), usage.code
+    assert usage.cpu < 10, f"{usage.cpu:.1f} s of CPU ({usage.elapsed:.1f} s wall)"
+    assert usage.peak < 2**30, f"peak {usage.peak >> 20} MiB"
     text = out.read_text(encoding="utf-8")
     assert "layers (1000000): model.layers.{i}.self_attn.attn" in text
     assert "(416665 layers)" in text and "→ 499999" in text

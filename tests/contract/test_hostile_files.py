@@ -773,35 +773,31 @@ def test_hostile_file(tmp_path: Path, name: str) -> None:
     check_contract(name, case, *run_case(case, tmp_path))
 
 
-def run_process(args: list[str], tmp_path: Path) -> tuple[int, str, str, float, float, int]:
+def run_process(
+    measured: Any, args: list[str], tmp_path: Path
+) -> tuple[int, str, str, float, float, int]:
     """``python -m mmcli ARGS`` with stdout to a file: exit code, the last 2 MB of stdout,
     stderr, wall seconds, CPU seconds, and the process's peak resident memory in bytes."""
     out_path = tmp_path / "stdout.txt"
     with out_path.open("wb") as out:
-        start = time.monotonic()
-        proc = subprocess.Popen(
+        usage, done = measured(
             [sys.executable, "-m", "mmcli", *args], stdout=out, stderr=subprocess.PIPE
         )
-        assert proc.stderr is not None
-        err = proc.stderr.read().decode(errors="replace")
-        _, status, usage = os.wait4(proc.pid, 0)
-        elapsed = time.monotonic() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
+    err = done.stderr.decode(errors="replace")
     with out_path.open("rb") as f:
         f.seek(max(out_path.stat().st_size - (2 << 20), 0))
         tail = f.read().decode(errors="replace")
-    cpu = usage.ru_utime + usage.ru_stime
-    return proc.returncode, tail, err, elapsed, cpu, usage.ru_maxrss * 1024
+    return usage.code, tail, err, usage.elapsed, usage.cpu, usage.peak
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(SLOW_CASES))
-def test_hostile_file_slow(tmp_path: Path, name: str) -> None:
+def test_hostile_file_slow(measured: Any, tmp_path: Path, name: str) -> None:
     """A million tensors, in a real process: < 10 s of CPU (startup included; the wall clock
     of a loaded test machine only guards against a hang) and < 1 GiB resident."""
     case = SLOW_CASES[name]
     args = case.build(tmp_path)
-    code, out, err, elapsed, cpu, peak = run_process(args, tmp_path)
+    code, out, err, elapsed, cpu, peak = run_process(measured, args, tmp_path)
     assert elapsed < 6 * TIME_LIMIT_S, f"{name}: {elapsed:.1f} s"
     check_contract(name, case, code, out, err, cpu)
     assert peak < MEMORY_LIMIT, f"{name}: peak resident memory {peak >> 20} MiB"
@@ -828,20 +824,16 @@ print(json.dumps(results))
 
 
 @pytest.mark.slow
-def test_the_corpus_runs_in_bounded_memory() -> None:
+def test_the_corpus_runs_in_bounded_memory(measured: Any) -> None:
     """Every case, one after the other in one process: the peak resident memory of that
     process (torch included) stays under 1 GiB, so no case allocated what a header declared
     (the million-tensor cases bound their own process in ``test_hostile_file_slow``)."""
     here = str(Path(__file__).parent)
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _CHILD.format(here=here)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    usage, done = measured(
+        [sys.executable, "-c", _CHILD.format(here=here)], capture_output=True, text=True
     )
-    out, err = proc.communicate(timeout=900)
-    assert proc.returncode == 0, err[-3000:]
-    results = json.loads(out.splitlines()[-1])
+    assert usage.code == 0, done.stderr[-3000:]
+    results = json.loads(done.stdout.splitlines()[-1])
     peak_kib = max(rss for _, _, rss in results.values())
     assert peak_kib * 1024 < MEMORY_LIMIT, f"peak resident memory {peak_kib / 1024:.0f} MiB"
     slow = {name: r[1] for name, r in results.items() if r[1] >= TIME_LIMIT_S}
