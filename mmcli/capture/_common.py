@@ -298,3 +298,15 @@ def loaded_tp_rank(parallel_state: str) -> int | None:
         if value is not None and value.isdigit():
             return int(value)
     return None
+
+
+def loaded_version(*modules: str) -> str | None:
+    """The ``__version__`` string of the first of ``modules`` already imported that has one
+    (the engine's version, read without importing anything)."""
+    import sys
+
+    for name in modules:
+        version = getattr(sys.modules.get(name), "__version__", None)
+        if isinstance(version, str):
+            return version
+    return None

@@ -19,12 +19,11 @@ and the last item takes the difference (``item_rows=attributed``).
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mmcli.capture._common import loaded_tp_rank
+from mmcli.capture._common import loaded_tp_rank, loaded_version
 
 ENGINE = "sglang"
 
@@ -65,11 +64,8 @@ def tp_rank() -> int | None:
 
 
 def engine_version() -> str | None:
-    for name in ("sglang.version", "sglang"):
-        version = getattr(sys.modules.get(name), "__version__", None)
-        if isinstance(version, str):
-            return version
-    return None
+    """The SGLang release running (None when unknown)."""
+    return loaded_version("sglang.version", "sglang")
 
 
 def pad_values(item: object) -> tuple[int, ...] | None:

@@ -6,12 +6,11 @@ Pure helpers (no plugin state): unpack the runner's preparation results into
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mmcli.capture._common import loaded_tp_rank
+from mmcli.capture._common import loaded_tp_rank, loaded_version
 
 
 @dataclass(frozen=True)
@@ -71,8 +70,8 @@ def tp_rank() -> int | None:
 
 
 def engine_version() -> str | None:
-    version = getattr(sys.modules.get("vllm"), "__version__", None)
-    return version if isinstance(version, str) else None
+    """The vLLM release running (None when unknown)."""
+    return loaded_version("vllm")
 
 
 def batch_context(
