@@ -774,15 +774,17 @@ def test_hostile_file(tmp_path: Path, name: str) -> None:
 
 
 def run_process(
-    measured: Any, args: list[str], tmp_path: Path
+    measured_within: Any, args: list[str], tmp_path: Path
 ) -> tuple[int, str, str, float, float, int]:
     """``python -m mmcli ARGS`` with stdout to a file: exit code, the last 2 MB of stdout,
     stderr, wall seconds, CPU seconds, and the process's peak resident memory in bytes."""
     out_path = tmp_path / "stdout.txt"
-    with out_path.open("wb") as out:
-        usage, done = measured(
-            [sys.executable, "-m", "mmcli", *args], stdout=out, stderr=subprocess.PIPE
-        )
+    usage, done = measured_within(
+        [sys.executable, "-m", "mmcli", *args],
+        cpu_limit=TIME_LIMIT_S,
+        stdout_path=out_path,
+        stderr=subprocess.PIPE,
+    )
     err = done.stderr.decode(errors="replace")
     with out_path.open("rb") as f:
         f.seek(max(out_path.stat().st_size - (2 << 20), 0))
@@ -792,12 +794,12 @@ def run_process(
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(SLOW_CASES))
-def test_hostile_file_slow(measured: Any, tmp_path: Path, name: str) -> None:
+def test_hostile_file_slow(measured_within: Any, tmp_path: Path, name: str) -> None:
     """A million tensors, in a real process: < 10 s of CPU (startup included; the wall clock
     of a loaded test machine only guards against a hang) and < 1 GiB resident."""
     case = SLOW_CASES[name]
     args = case.build(tmp_path)
-    code, out, err, elapsed, cpu, peak = run_process(measured, args, tmp_path)
+    code, out, err, elapsed, cpu, peak = run_process(measured_within, args, tmp_path)
     assert elapsed < 6 * TIME_LIMIT_S, f"{name}: {elapsed:.1f} s"
     check_contract(name, case, code, out, err, cpu)
     assert peak < MEMORY_LIMIT, f"{name}: peak resident memory {peak >> 20} MiB"
