@@ -72,13 +72,15 @@ def _scan(text: str, pos: int, columns: Columns) -> int:
     the last of them, or -1 when something else comes between them.
 
     The text is split in C (``re.split`` gives ``[gap, name, dtype, shape, begin, end, gap,
-    ...]``), a chunk at a time, each chunk cut just after an entry's ``]}``: every gap must be
-    empty but the last, which is the rest of the header. A cut that falls inside a name
-    (one holding ``]},``) leaves a gap, and the general parser reads the header instead."""
+    ...]``), a chunk at a time: every gap must be empty but the last, which is the rest of the
+    header. A chunk is cut at a ``]},"``, after its ``]}``: in a compact header that is only
+    ever the end of one entry and the start of the next (a name holds no quote, and a string
+    in the metadata none unescaped); a cut anywhere else leaves a gap, and the general parser
+    reads the header instead."""
     names, dtypes, shapes, begins, ends = columns
     size = len(text)
     while True:
-        cut = text.find("]},", min(pos + _CHUNK, size))
+        cut = text.find(']},"', min(pos + _CHUNK, size))
         stop = size if cut < 0 else cut + 2
         parts = _ENTRY.split(text[pos:stop])
         if any(parts[0:-1:6]) or (parts[-1] and stop < size):
