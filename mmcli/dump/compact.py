@@ -1,13 +1,14 @@
-"""A fast path for the header the safetensors library writes: compact JSON, one plain entry a
-tensor, at most one ``__metadata__``.
+"""A fast path for headers as the safetensors library (compact) or ``json.dumps`` (spaced)
+writes them: one plain entry a tensor, keys in the usual order, at most one ``__metadata__``,
+first or last.
 
 :func:`parse_compact` reads such a header column by column, with the per-entry work done in
 C (a regular-expression split, then ``map`` over the columns), and returns ``None`` the
-moment anything is not plainly valid: whitespace, an escape in a name, a duplicate, an
-unknown dtype, offsets that do not add up. The general parser then reads the header again
-and words the problem, so the fast path decides nothing on its own: whatever it accepts, the
-general parser accepts with the same result (``tests/dump/test_compact.py`` checks both on
-generated headers).
+moment anything is not plainly valid: an escape in a name, keys in another order, a
+duplicate, an unknown dtype, offsets that do not add up. The general parser then reads the
+header again and words the problem, so the fast path decides nothing on its own: whatever it
+accepts, the general parser accepts with the same result (``tests/dump/test_compact.py``
+checks both on generated headers).
 """
 
 from __future__ import annotations
@@ -24,16 +25,28 @@ from typing import cast
 from mmcli.dtypes import BY_CODE
 from mmcli.dump.entries import MAX_SIZE, TensorInfo, make_info, parse_hook
 
-#: One entry, with its separator: ``{`` before the first (``\\A`` never matches at a later
-#: search position), ``,`` before the others. Names hold no quote, backslash or control
-#: character; numbers are JSON integers of at most 18 digits (below 2^63 whatever they are).
+#: JSON's whitespace (and nothing else: ``\s`` would take more).
+_W = r"[ \t\n\r]*"
+#: One entry: ``{`` before the first (``\\A`` never matches at a later search position),
+#: ``,`` before the others, and the whitespace after it. Every attempt starts at a literal
+#: (no whitespace before the ``,``: a run of blanks tried at every position would make the
+#: scan quadratic). Names hold no quote, backslash or control character; numbers are JSON
+#: integers of at most 18 digits (below 2^63 whatever they are).
 _NUMBER = r"(?:0|[1-9][0-9]{0,17})"
 _ENTRY = re.compile(
-    r'(?:\A\{|,)"([^"\\\x00-\x1f]*)":\{"dtype":"([A-Z0-9_]{1,16})",'
-    rf'"shape":\[((?:{_NUMBER})(?:,{_NUMBER})*)?\],'
-    rf'"data_offsets":\[({_NUMBER}),({_NUMBER})\]\}}'
+    rf'(?:\A{_W}\{{|,){_W}"([^"\\\x00-\x1f]*)"{_W}:{_W}\{{'
+    rf'{_W}"dtype"{_W}:{_W}"([A-Z0-9_]{{1,16}})"{_W},'
+    rf'{_W}"shape"{_W}:{_W}\[{_W}((?:{_NUMBER})(?:{_W},{_W}{_NUMBER})*)?{_W}\]{_W},'
+    rf'{_W}"data_offsets"{_W}:{_W}\[{_W}({_NUMBER}){_W},{_W}({_NUMBER}){_W}\]{_W}\}}{_W}'
 )
-_END = re.compile(r"\}[ \t\n\r]*\Z")
+#: Where a chunk may be cut: after an entry's ``]}`` and the whitespace after it, where a
+#: ``,`` and a quote follow. A name holds no quote and a metadata string none unescaped, so in
+#: a header the fast path reads this is only ever the end of one entry and the start of the
+#: next.
+_CUT = re.compile(rf'\]{_W}\}}{_W}(?=,{_W}")')
+_END = re.compile(rf"{_W}\}}{_W}\Z")
+_METADATA_FIRST = re.compile(rf'{_W}\{{{_W}"__metadata__"{_W}:{_W}')
+_METADATA_LAST = re.compile(rf',{_W}"__metadata__"{_W}:{_W}')
 #: Characters of header split at a time (bounds the pieces alive at once).
 _CHUNK = 1 << 22
 #: Canonical dtype codes by themselves: one shared string per code, not one per tensor.
@@ -47,9 +60,9 @@ def parse_compact(text: str, data_size: int) -> tuple[list[TensorInfo], dict[str
     """The tensors (in header order) and metadata of a compact header, each entry checked as
     :func:`mmcli.dump.entries.parse_hook` checks it; ``None`` when the header is not compact
     or anything is wrong (for the general parser to word)."""
-    # Compact: ``{``, perhaps the metadata member, entries back to back (``,`` between
-    # members), perhaps the metadata member (if it did not come first), ``}``.
-    metadata, pos = _metadata(text, 0, "{", data_size)
+    # ``{``, perhaps the metadata member, entries back to back (``,`` between members),
+    # perhaps the metadata member (if it did not come first), ``}``; whitespace anywhere.
+    metadata, pos = _metadata(text, 0, _METADATA_FIRST, data_size)
     if metadata is None:
         return None
     first = pos > 0
@@ -58,7 +71,7 @@ def parse_compact(text: str, data_size: int) -> tuple[list[TensorInfo], dict[str
     if pos < 0 or not columns[0]:
         return None  # not compact, or no entries (nothing to gain)
     if not first:
-        metadata, pos = _metadata(text, pos, ",", data_size)
+        metadata, pos = _metadata(text, pos, _METADATA_LAST, data_size)
         if metadata is None:
             return None
     if _END.fullmatch(text, pos) is None:
@@ -73,15 +86,13 @@ def _scan(text: str, pos: int, columns: Columns) -> int:
 
     The text is split in C (``re.split`` gives ``[gap, name, dtype, shape, begin, end, gap,
     ...]``), a chunk at a time: every gap must be empty but the last, which is the rest of the
-    header. A chunk is cut at a ``]},"``, after its ``]}``: in a compact header that is only
-    ever the end of one entry and the start of the next (a name holds no quote, and a string
-    in the metadata none unescaped); a cut anywhere else leaves a gap, and the general parser
-    reads the header instead."""
+    header. Chunks are cut at :data:`_CUT`; a cut anywhere else would leave a gap, and the
+    general parser would read the header instead."""
     names, dtypes, shapes, begins, ends = columns
     size = len(text)
     while True:
-        cut = text.find(']},"', min(pos + _CHUNK, size))
-        stop = size if cut < 0 else cut + 2
+        cut = _CUT.search(text, min(pos + _CHUNK, size))
+        stop = size if cut is None else cut.end()
         parts = _ENTRY.split(text[pos:stop])
         if any(parts[0:-1:6]) or (parts[-1] and stop < size):
             return -1
@@ -96,17 +107,17 @@ def _scan(text: str, pos: int, columns: Columns) -> int:
 
 
 def _metadata(
-    text: str, pos: int, opener: str, data_size: int
+    text: str, pos: int, key: re.Pattern[str], data_size: int
 ) -> tuple[dict[str, str] | None, int]:
-    """The ``__metadata__`` member at ``pos`` (``opener`` before it) if it maps strings to
-    strings, and where it ends; ``({}, pos)`` when there is none there, ``None`` for a value
-    that is not plainly valid."""
-    key = opener + '"__metadata__":'
-    if not text.startswith(key, pos):
+    """The ``__metadata__`` member at ``pos`` (``key`` matches up to its value) if it maps
+    strings to strings, and where it ends; ``({}, pos)`` when there is none there, ``None``
+    for a value that is not plainly valid."""
+    found = key.match(text, pos)
+    if found is None:
         return {}, pos
     try:
         value, end = json.JSONDecoder(object_pairs_hook=parse_hook(data_size)).raw_decode(
-            text, pos + len(key)
+            text, found.end()
         )
     except (ValueError, RecursionError):
         return None, pos

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import struct
+import time
 from pathlib import Path
 from typing import Any
 
@@ -100,13 +101,30 @@ def test_metadata_first_or_last_takes_the_fast_path(
     assert fast[1] == ([] if where == "none" else [("format", "mm_dump"), ("note", "a, b")])
 
 
+@pytest.mark.parametrize("indent", [None, 2, "\t"])
+def test_headers_written_by_json_dumps_take_the_fast_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, indent: int | str | None
+) -> None:
+    entries = {
+        f"t.{i}": {"dtype": "F16", "shape": [i, 3], "data_offsets": [6 * i * (i - 1) // 2, 0]}
+        for i in range(6)
+    }
+    for i, entry in enumerate(entries.values()):
+        entry["data_offsets"][1] = entry["data_offsets"][0] + 6 * i
+    header = {"__metadata__": {"format": "mm_dump"}, **entries}
+    text = " " + json.dumps(header, indent=indent) + "\n  "
+    path = write(tmp_path / "s.safetensors", text, bytes(6 * 15))
+    fast, general, taken = both(path, monkeypatch)
+    assert taken and fast == general
+    assert [name for name, _ in fast[0]] == list(entries)
+
+
 @pytest.mark.parametrize(
     "text",
     [
-        # metadata between entries, spaces, an escape in a name, keys in another order
+        # metadata between entries, an escape in a name, keys in another order
         '{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"__metadata__":{},'
         '"b":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}}',
-        '{"a": {"dtype":"U8","shape":[1],"data_offsets":[0,1]}}',
         '{"a\\u0041":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}',
         '{"a":{"shape":[1],"dtype":"U8","data_offsets":[0,1]}}',
     ],
@@ -217,11 +235,14 @@ def headers(draw: st.DrawFn) -> tuple[str, int]:
         value = draw(st.sampled_from([{}, {"format": "mm_dump"}] * 4 + [{"k": 1}]))
         at = {"first": 0, "last": len(entries), "middle": len(entries) // 2}[meta]
         entries.insert(at, ("__metadata__", value))
-    compact_text = draw(st.sampled_from([True] * 4 + [False]))
-    separators = (",", ":") if compact_text else (", ", ": ")
+    layout = draw(st.sampled_from(["compact"] * 3 + ["spaced", "indented"]))
+    separators = (",", ":") if layout == "compact" else (", ", ": ")
+    indent = 2 if layout == "indented" else None
     raw = draw(st.booleans())  # names as they are, or \u-escaped
-    body = ",".join(
-        json.dumps(k, ensure_ascii=not raw) + ":" + json.dumps(v, separators=separators)
+    body = separators[0].join(
+        json.dumps(k, ensure_ascii=not raw)
+        + separators[1]
+        + json.dumps(v, separators=separators, indent=indent)
         for k, v in entries
     )
     text = "{" + body + "}" + draw(st.sampled_from(["", " ", "   \n"]))
@@ -269,3 +290,24 @@ def test_natural_order_examples(names: list[str]) -> None:
 
     tensors = [make_info((name, "F32", (), 0, 0)) for name in names]
     assert [t.name for t in compact.in_natural_order(tensors)] == sorted(names, key=natural_key)
+
+
+# -- no input makes the scan quadratic -------------------------------------------------------
+
+WHITESPACE_BOMBS = {
+    "blanks": " " * (1 << 20),
+    "braces around blanks": "{" + " " * (1 << 20) + "}",
+    "comma, then blanks": '{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},' + " " * (1 << 20),
+    "a shape never closed": '{"a":{"dtype":"U8","shape":[0' + ", 0" * 200_000,
+    "entry ends, then blanks": ("]} " + " " * 1000) * 1000,
+    "metadata, then blanks": '{"__metadata__":{}' + "\n" * (1 << 20) + "}",
+}
+
+
+@pytest.mark.parametrize("name", sorted(WHITESPACE_BOMBS))
+def test_long_runs_are_scanned_once(name: str) -> None:
+    """A hang guard (not a benchmark): a scan that tried a run of blanks at every position of
+    it would take hours on these."""
+    start = time.monotonic()
+    assert compact.parse_compact(WHITESPACE_BOMBS[name], 0) is None
+    assert time.monotonic() - start < 5
