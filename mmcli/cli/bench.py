@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -102,6 +103,9 @@ def bench(
         quick=quick,
     )
     workloads = options.workloads()
+    # The CLI runs without the cyclic collector (see ``mmcli.__main__``); timing leaves
+    # reference cycles that hold tensors, case after case, so bench collects them.
+    gc.enable()
     table_mode = output_format == OutputFormat.table
     with progress(enabled=table_mode) as bar:
         task = bar.add_task("timing", total=count_steps(workloads, options))

@@ -372,3 +372,40 @@ def test_from_a_float8_dump_is_refused_unless_converted(tmp_path: Path) -> None:
     assert "item 0 is float8_e4m3fn" in result.stderr
     converted = runner.invoke(app, ["bench", "--from", str(path), "--quick", "--dtype", "bf16"])
     assert converted.exit_code == 0, converted.stderr
+
+
+def test_bench_collects_cycles_though_the_cli_runs_without_the_collector() -> None:
+    """``python -m mmcli`` turns the cyclic collector off (a run builds millions of acyclic
+    objects); bench turns it back on, since timing leaves cycles that hold tensors."""
+    import gc
+
+    gc.disable()
+    try:
+        result = invoke("--quick", "--op", "scatter", "--format", "json")
+        assert result.exit_code == 0, result.stderr
+        assert gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_the_cli_entry_point_runs_without_the_collector(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+    import signal
+
+    import mmcli.__main__ as entry
+
+    seen: list[bool] = []
+
+    def run() -> None:
+        seen.append(gc.isenabled())
+        raise SystemExit(0)
+
+    monkeypatch.setattr("mmcli.cli.main.main", run)
+    handler = signal.getsignal(signal.SIGINT)
+    try:
+        with pytest.raises(SystemExit):
+            entry.main()
+    finally:
+        gc.enable()
+        signal.signal(signal.SIGINT, handler)  # the entry point ignores Ctrl-C on its way out
+    assert seen == [False]
