@@ -9,7 +9,7 @@ check runs per stage (or, in 0.14–0.16, once for the whole model): see
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mmcli.kv.engine import Layout, largest_max_model_len
 from mmcli.kv.pipeline import Stages, StageShare, stage_request_bytes
@@ -83,18 +83,17 @@ def capacity(
     failing = [c[2] for c in checks if c[2] is not None]
     plans: tuple[StagePlan, ...] = ()
     if shares is not None and stages is not None:
+        # Each stage's own check, or none when the release checks the whole model once.
+        own: list[tuple[int | None, int | None]] = (
+            [(None, None)] * len(blocks)
+            if rules.pp_whole_model_check
+            else [(c[0], c[1]) for c in checks]
+        )
         plans = tuple(
-            StagePlan(
-                index=share.stage,
-                first_layer=stages.layer_range(share.stage)[0],
-                last_layer=stages.layer_range(share.stage)[1],
-                owners=share.owners,
-                bytes_per_block=share.bytes_per_block,
-                num_blocks=n,
-                request_bytes=None if rules.pp_whole_model_check else checks[i][0],
-                check_memory_bytes=None if rules.pp_whole_model_check else checks[i][1],
+            replace(plan, num_blocks=n, request_bytes=need_i, check_memory_bytes=have_i)
+            for plan, n, (need_i, have_i) in zip(
+                stage_plans(shares, stages), blocks, own, strict=True
             )
-            for i, (share, n) in enumerate(zip(shares, blocks, strict=True))
         )
     return Capacity(
         num_blocks=min(blocks),
@@ -110,8 +109,8 @@ def stage_plans(shares: list[StageShare], stages: Stages) -> tuple[StagePlan, ..
     return tuple(
         StagePlan(
             index=s.stage,
-            first_layer=stages.layer_range(s.stage)[0],
-            last_layer=stages.layer_range(s.stage)[1],
+            first_layer=(span := stages.layer_range(s.stage))[0],
+            last_layer=span[1],
             owners=s.owners,
             bytes_per_block=s.bytes_per_block,
         )

@@ -23,7 +23,7 @@ recurrent state (:class:`~mmcli.kv.state.MambaSpec`). Facts mirrored:
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 
@@ -167,17 +167,29 @@ class Layout:
             )
         return max(s.blocks_per_request(max_model_len, reserve_tokens) for s in self.counts)
 
-    def request_bytes(self, max_model_len: int, reserve_tokens: int, rules: EngineRules) -> int:
-        """Bytes the start-up check requires free for one request at ``max_model_len``."""
+    def request_bytes(
+        self,
+        max_model_len: int,
+        reserve_tokens: int,
+        rules: EngineRules,
+        *,
+        counts: Mapping[Spec, int] | None = None,
+        bytes_per_block: int | None = None,
+    ) -> int:
+        """Bytes the start-up check requires free for one request at ``max_model_len``: of
+        the whole model, or of one pipeline stage given its layers' ``counts`` and its
+        ``bytes_per_block`` (the groups, and so the blocks a request takes, are the model's)."""
+        counts = self.counts if counts is None else counts
+        block = self.bytes_per_block if bytes_per_block is None else bytes_per_block
         if rules.check == "per-layer" or self.kind == "uniform-type":
             return sum(
                 n * s.blocks_per_request(max_model_len, reserve_tokens) * s.page_size_bytes
-                for s, n in self.counts.items()
+                for s, n in counts.items()
             )
         if rules.check == "first-group":
             first = self.groups[0].spec.blocks_per_request(max_model_len, reserve_tokens)
-            return self.bytes_per_block * first
-        return self.bytes_per_block * self.blocks_per_request(max_model_len, reserve_tokens)
+            return block * first
+        return block * self.blocks_per_request(max_model_len, reserve_tokens)
 
 
 def align_hybrid_block_size(

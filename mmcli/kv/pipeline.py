@@ -162,12 +162,6 @@ def stage_request_bytes(
     layout: Layout, share: StageShare, max_model_len: int, reserve: int, rules: EngineRules
 ) -> int:
     """Bytes stage ``share`` must have free for one request at ``max_model_len``."""
-    if rules.check == "per-layer" or layout.kind == "uniform-type":
-        return sum(
-            n * s.blocks_per_request(max_model_len, reserve) * s.page_size_bytes
-            for s, n in share.counts.items()
-        )
-    if rules.check == "first-group":
-        first = layout.groups[0].spec.blocks_per_request(max_model_len, reserve)
-        return share.bytes_per_block * first
-    return share.bytes_per_block * layout.blocks_per_request(max_model_len, reserve)
+    return layout.request_bytes(
+        max_model_len, reserve, rules, counts=share.counts, bytes_per_block=share.bytes_per_block
+    )
