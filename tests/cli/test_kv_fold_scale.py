@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hf_configs import gemma
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -185,21 +186,7 @@ def test_a_million_layer_table_is_bounded(measured_within: Any, tmp_path: Path) 
     """Issue-sized: the default table of a million layers (Gemma-3n-like, the second half
     sharing) in < 10 s of CPU (startup included) and < 1 GiB resident."""
     n = 1_000_000
-    doc = {
-        "model_type": "gemma3n_text",
-        "num_hidden_layers": n,
-        "num_attention_heads": 8,
-        "num_key_value_heads": 4,
-        "head_dim": 256,
-        "hidden_size": 2048,
-        "sliding_window": 1024,
-        "max_position_embeddings": 32768,
-        "torch_dtype": "bfloat16",
-        "layer_types": [
-            "full_attention" if (i + 1) % 6 == 0 else "sliding_attention" for i in range(n)
-        ],
-        "num_kv_shared_layers": n // 2,
-    }
+    doc = gemma(n, model_type="gemma3n_text", num_kv_shared_layers=n // 2)
     config = tmp_path / "config.json"
     config.write_text(json.dumps(doc), encoding="utf-8")
     out = tmp_path / "plan.txt"

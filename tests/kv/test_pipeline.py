@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import hf_configs
 import pytest
 
 from mmcli.errors import InputError
@@ -42,21 +43,8 @@ LLAMA = {
 
 
 def gemma(n: int) -> dict[str, Any]:
-    """4 KV heads × 256 (page 65,536 B), window 1024, full where (i + 1) % 6 == 0."""
-    return {
-        "model_type": "gemma3_text",
-        "num_hidden_layers": n,
-        "num_attention_heads": 8,
-        "num_key_value_heads": 4,
-        "head_dim": 256,
-        "hidden_size": 2048,
-        "sliding_window": 1024,
-        "torch_dtype": "bfloat16",
-        "max_position_embeddings": 8192,
-        "layer_types": [
-            "full_attention" if (i + 1) % 6 == 0 else "sliding_attention" for i in range(n)
-        ],
-    }
+    """The shared Gemma-3-like config (page 65,536 B), planned to 8,192 tokens."""
+    return hf_configs.gemma(n, max_position_embeddings=8192)
 
 
 QWEN3_NEXT = {

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hf_configs import gemma
 
 from mmcli.cli._output import emit_json
 from mmcli.kv import sharing
@@ -27,25 +28,6 @@ from mmcli.kv.spec import FullAttentionSpec, SlidingWindowSpec
 
 FULL = FullAttentionSpec(16, 8, 64, "float16")
 SLIDE = SlidingWindowSpec(16, 8, 64, "float16", 1024)
-
-
-def gemma(n: int, **extra: Any) -> dict[str, Any]:
-    """A Gemma-3-like HF text config of ``n`` layers: 5 sliding, then 1 full."""
-    return {
-        "model_type": "gemma3_text",
-        "num_hidden_layers": n,
-        "num_attention_heads": 8,
-        "num_key_value_heads": 4,
-        "head_dim": 256,
-        "hidden_size": 2048,
-        "sliding_window": 1024,
-        "max_position_embeddings": 32768,
-        "torch_dtype": "bfloat16",
-        "layer_types": [
-            "full_attention" if (i + 1) % 6 == 0 else "sliding_attention" for i in range(n)
-        ],
-        **extra,
-    }
 
 
 # -- LayerSpecs -----------------------------------------------------------------------------
