@@ -159,15 +159,15 @@ def _shape(text: str) -> tuple[int, ...] | None:
 # -- helpers for the validated list ----------------------------------------------------------
 
 _OFFSETS = itemgetter(3, 4)
-_NAME = itemgetter(0)
+_NAME, _BEGIN, _END_OFFSET = itemgetter(0), itemgetter(3), itemgetter(4)
 
 
 def contiguous(tensors: list[TensorInfo], data_size: int) -> bool:
     """Whether ``tensors``, sorted by offsets, cover the data exactly, back to back."""
-    begins = list(map(itemgetter(3), tensors))
-    ends = list(map(itemgetter(4), tensors))
     if not tensors:
         return data_size == 0
+    begins = list(map(_BEGIN, tensors))
+    ends = list(map(_END_OFFSET, tensors))
     return begins[0] == 0 and begins[1:] == ends[:-1] and ends[-1] == data_size
 
 
