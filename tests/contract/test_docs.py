@@ -603,3 +603,140 @@ def test_command_has_a_docs_page(command: str) -> None:
     assert examples, f"no example of `mmcli {command}` in its sections: {sections}"
     for example in examples:
         parse(example.argv)  # the options and arguments shown are the command's own
+
+
+# --- every option is documented, and no page says an accepted option is refused ----------
+
+
+def command_options() -> dict[str, list[str]]:
+    """Each registered command's long options (``--x`` and its ``--no-x``), from the app."""
+    import typer.main
+
+    from mmcli.cli.main import app
+
+    def walk(command: object, path: list[str]) -> Iterator[tuple[str, object]]:
+        subcommands = getattr(command, "commands", None)
+        if subcommands:
+            for name, sub in sorted(subcommands.items()):
+                yield from walk(sub, [*path, name])
+        else:
+            yield " ".join(path), command
+
+    found: dict[str, list[str]] = {}
+    for name, command in walk(typer.main.get_command(app), []):
+        params = getattr(command, "params", [])
+        found[name] = sorted(
+            {
+                opt
+                for p in params
+                if p.param_type_name == "option"
+                for opt in [*p.opts, *p.secondary_opts]
+                if opt.startswith("--") and opt != "--help"
+            }
+        )
+    return found
+
+
+OPTIONS = command_options()
+
+
+def pages_of(command: str) -> list[Path]:
+    return sorted({ROOT / page for page, _, _ in sections_naming(command)})
+
+
+def mentions(text: str, option: str) -> bool:
+    return re.search(rf"(?<![\w-]){re.escape(option)}(?![\w-])", text) is not None
+
+
+@pytest.mark.parametrize("command", sorted(OPTIONS))
+def test_every_option_is_on_the_commands_page(command: str) -> None:
+    pages = pages_of(command)
+    assert pages, f"no docs page has a heading naming `mmcli {command}`"
+    text = "\n".join(page.read_text(encoding="utf-8") for page in pages)
+    missing = [opt for opt in OPTIONS[command] if not mentions(text, opt)]
+    where = ", ".join(rel(p) for p in pages)
+    assert not missing, f"`mmcli {command}` accepts {missing}, which {where} never mentions"
+
+
+#: A sentence that says something is refused or not modelled: one clause of a line, a
+#: bullet or a table cell, ended by a full stop, a semicolon, a cell border or a line break.
+REFUSAL = re.compile(r"\b(?:refused|not modelled|not supported)\b", flags=re.I)
+CLAUSE = re.compile(r"(?:[^.;|\n]|\.(?=\w))+(?:\.|;|\||\n|$)")
+
+#: Each page's sentences that say an option is refused, with a command line that shows the
+#: refusal (run below: it must exit 2). A new such sentence fails until it is listed here with
+#: its demonstration -- or, if the CLI accepts the option after all, the page is corrected.
+REFUSALS: dict[tuple[str, str], list[str]] = {
+    ("docs/kv-share.md", "--enable-prefix-caching"): [
+        "kv-share",
+        "plan",
+        "tests/kv/configs/nvidia--Nemotron-H-8B-Base-8K.json",
+        "--vllm-version",
+        "0.28",
+        "--enable-prefix-caching",
+    ],
+    ("docs/kv-share.md", "--pipeline-parallel-size"): [
+        "kv-share",
+        "plan",
+        "samples/kv/qwen3-14b-like.json",
+        "--vllm-version",
+        "0.10",
+        "--pipeline-parallel-size",
+        "2",
+    ],
+}
+
+
+def prose(text: str) -> str:
+    """The page without code blocks, one line per paragraph, bullet or table row (Markdown
+    wraps a sentence over several lines)."""
+    text = FENCE.sub("", text)
+    lines: list[str] = []
+    for line in text.splitlines():
+        starts = not line.strip() or re.match(r"\s*(?:[|*#>-]|\d+\.)\s", line + " ")
+        if lines and not starts and lines[-1].strip() and not lines[-1].lstrip().startswith("|"):
+            lines[-1] += " " + line.strip()
+        else:
+            lines.append(line)
+    return "\n".join(lines)
+
+
+def refusal_claims() -> list[tuple[str, str, str]]:
+    """(page, option, sentence) for each sentence naming a command's option as refused."""
+    every = {opt for opts in OPTIONS.values() for opt in opts}
+    claims = []
+    for page in PAGES:
+        text = prose(page.read_text(encoding="utf-8"))
+        for clause in CLAUSE.findall(text):
+            if REFUSAL.search(clause):
+                for opt in sorted(every):
+                    if mentions(clause, opt):
+                        claims.append((rel(page), opt, clause.strip()))
+    return claims
+
+
+def test_no_page_says_an_accepted_option_is_refused() -> None:
+    unlisted = [c for c in refusal_claims() if (c[0], c[1]) not in REFUSALS]
+    assert not unlisted, (
+        "a page says an option is refused or not modelled; show it (REFUSALS) or fix the page: "
+        + "; ".join(f"{page}: {opt}: {text!r}" for page, opt, text in unlisted)
+    )
+
+
+@pytest.mark.parametrize("claim", sorted(REFUSALS), ids=lambda c: f"{c[0]} {c[1]}")
+def test_each_documented_refusal_is_one(claim: tuple[str, str]) -> None:
+    argv = REFUSALS[claim]
+    assert claim[1] in argv
+    assert any(c[:2] == claim for c in refusal_claims()), f"{claim}: the page no longer says so"
+    result = subprocess.run(
+        [sys.executable, "-m", "mmcli", *argv], cwd=ROOT, capture_output=True, text=True
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.startswith("error: "), result.stderr
+
+
+def test_a_refusal_of_an_accepted_option_is_caught() -> None:
+    text = "Not modelled at all: pipeline parallelism (`--pipeline-parallel-size` above 1)."
+    assert any(
+        REFUSAL.search(c) and mentions(c, "--pipeline-parallel-size") for c in CLAUSE.findall(text)
+    )

@@ -18,7 +18,7 @@ from mmcli.kv.vllm_log import parse_vllm_log, startup_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 LOGS = Path(__file__).parent / "vllm_logs"  # sources: SOURCES in test_vllm_log.py
-REALWORLD = ROOT.parent / "shared" / "realworld" / "configs"
+REALWORLD = Path(__file__).parent / "realworld" / "configs"
 GIB = 2**30
 
 
@@ -95,7 +95,6 @@ def test_qwen3_235b_tp4_vllm_21348_differs_by_rank_memory() -> None:
     assert "release rules: no mirrored release's rules reproduce" in text
 
 
-@pytest.mark.skipif(not REALWORLD.is_dir(), reason="needs ../shared/realworld")
 def test_qwen36_club3090_612_uses_the_logged_options() -> None:
     config = load_config(REALWORLD / "Qwen--Qwen3.6-35B-A3B.text_config.RECONSTRUCTED.json")
     result = explain_log(config, parse_vllm_log(read("club3090-612")))

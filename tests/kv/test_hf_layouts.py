@@ -24,7 +24,7 @@ from mmcli.kv.spec import (
 from mmcli.kv.state import MambaSpec
 
 CONFIGS = Path(__file__).parent / "configs"
-REALWORLD = Path(__file__).resolve().parents[3] / "shared" / "realworld" / "configs"
+REALWORLD = Path(__file__).parent / "realworld" / "configs"
 ALL_CONFIGS = sorted(CONFIGS.glob("*.json")) + sorted(REALWORLD.glob("*.json"))
 
 
@@ -168,9 +168,11 @@ def test_gemma4_e4b_full_layers_use_the_global_head() -> None:
 def test_qwen36_gdn_state_takes_mamba_ssm_dtype() -> None:
     path = REALWORLD / "Qwen--Qwen3.6-35B-A3B.text_config.RECONSTRUCTED.json"
     doc = json.loads(path.read_text())
-    assert load_config(path).ssm_dtype_by_release == ()  # the reconstruction lacks the key
-    doc["text_config"]["mamba_ssm_dtype"] = "float32"
-    config = parse_hf_config(doc, default_name="x", where="x")
+    assert doc["text_config"]["mamba_ssm_dtype"] == "float32"  # as every published config
+    without = json.loads(path.read_text())
+    del without["text_config"]["mamba_ssm_dtype"]
+    assert parse_hf_config(without, default_name="x", where="x").ssm_dtype_by_release == ()
+    config = load_config(path)
     assert kinds(config) == {"full": 10, "mamba": 30}
     state = config.layers[0].spec
     assert isinstance(state, MambaSpec) and state.ssm_dtype == "float32"
