@@ -8,8 +8,8 @@ from typing import cast
 
 from mmcli.errors import InputError
 from mmcli.findings import Finding
-from mmcli.kv.capacity import capacity, stage_plans
-from mmcli.kv.engine import (
+from mmcli.kv.engine.capacity import capacity, stage_plans
+from mmcli.kv.engine.layout import (
     EngineRefusal,
     LayerSpecs,
     Layout,
@@ -17,10 +17,10 @@ from mmcli.kv.engine import (
     disable_hybrid,
     group_layers,
 )
+from mmcli.kv.engine.pipeline import Stages, check_sharing, split_layers, stage_shares
+from mmcli.kv.engine.ranks import rank_layers
 from mmcli.kv.model import DEFAULT_BLOCK_SIZE, ModelConfig
 from mmcli.kv.options import PlanOptions
-from mmcli.kv.pipeline import Stages, check_sharing, split_layers, stage_shares
-from mmcli.kv.ranks import rank_layers
 from mmcli.kv.releases import NEWEST, EngineRules, describe, parse_release
 from mmcli.kv.result import GroupPlan, KVPlan, SidePlan
 from mmcli.kv.sharing import first_group_of, validate_sharing_map

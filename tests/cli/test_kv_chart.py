@@ -11,9 +11,9 @@ from rich.console import Console
 
 from mmcli.cli.kv_share.chart import render_sweep, sweep_chart, sweep_table, write_plot
 from mmcli.errors import InputError
-from mmcli.kv.config import load_config
+from mmcli.kv.inputs.layer_config import load_config
 from mmcli.kv.options import PlanOptions
-from mmcli.kv.sweep import Sweep, parse_sweep, run_sweep
+from mmcli.kv.whatif.sweep import Sweep, parse_sweep, run_sweep
 
 ROOT = Path(__file__).resolve().parents[2]
 GEMMA3N = ROOT / "samples" / "kv" / "gemma3n-e2b-like.json"

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mmcli.cli.kv_share.fold import fold_layers
-from mmcli.kv.config import load_config
+from mmcli.kv.inputs.layer_config import load_config
 from mmcli.kv.spec import FullAttentionSpec, Layer, SlidingWindowSpec
 from mmcli.text import index_ranges
 

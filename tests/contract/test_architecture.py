@@ -25,6 +25,20 @@ FORBIDDEN = {
     "mmcli.kv": ("mmcli.cli", "mmcli.embeddings", "mmcli.dump", "mmcli.bench"),
     "mmcli.bench": ("mmcli.cli", "mmcli.check_embeddings", "mmcli.kv"),
     "mmcli.check_embeddings": ("mmcli.cli",),
+    # Inside kv/: reading configs sits under the engine's arithmetic, which sits under the
+    # explanations and what-ifs built on it (those two may import engine/, and plan).
+    "mmcli.kv.hf": ("mmcli.cli", "mmcli.kv.engine", "mmcli.kv.explain", "mmcli.kv.whatif"),
+    "mmcli.kv.inputs": ("mmcli.cli", "mmcli.kv.engine", "mmcli.kv.explain", "mmcli.kv.whatif"),
+    "mmcli.kv.engine": (
+        "mmcli.cli",
+        "mmcli.kv.hf",
+        "mmcli.kv.inputs",
+        "mmcli.kv.explain",
+        "mmcli.kv.whatif",
+        "mmcli.kv.plan",
+    ),
+    "mmcli.kv.explain": ("mmcli.cli", "mmcli.kv.whatif"),
+    "mmcli.kv.whatif": ("mmcli.cli", "mmcli.kv.explain"),
     # The shared vocabulary sits under every room.
     "mmcli.errors": ("mmcli.",),
     "mmcli.findings": ("mmcli.",),
@@ -122,6 +136,9 @@ def test_graph_sees_the_rooms() -> None:
     assert "mmcli.embeddings.ops" in MODULES
     assert "mmcli.errors" in GRAPH["mmcli.embeddings.ops"]
     assert "mmcli.cli.kv_share" in GRAPH["mmcli.cli.main"]
+    # ... and the sub-rooms of kv/ (a dependency that must hold, so the rules above bite).
+    assert "mmcli.kv.engine.layout" in GRAPH["mmcli.kv.plan"]
+    assert "mmcli.kv.hf.config" in GRAPH["mmcli.kv.inputs.layer_config"]
 
 
 def test_no_import_cycle() -> None:

@@ -9,20 +9,20 @@ from pathlib import Path
 import pytest
 
 import mmcli.dump.source
-import mmcli.kv.readers
+import mmcli.kv.inputs.readers
 from mmcli import files
 from mmcli.dump.source import open_file
 from mmcli.errors import InputError
 from mmcli.files import NotRegularFile, open_regular, read_fd
-from mmcli.kv.readers import read_bytes
+from mmcli.kv.inputs.readers import read_bytes
 
 fifos = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
 
 
 def test_both_rooms_use_the_shared_opener() -> None:
     assert mmcli.dump.source.open_regular is open_regular
-    assert mmcli.kv.readers.open_regular is open_regular
-    assert mmcli.kv.readers.read_fd is read_fd
+    assert mmcli.kv.inputs.readers.open_regular is open_regular
+    assert mmcli.kv.inputs.readers.read_fd is read_fd
 
 
 def test_a_regular_file_is_opened(tmp_path: Path) -> None:

@@ -26,8 +26,8 @@ from mmcli.dump import load_dump
 from mmcli.dump.safetensors import read_header
 from mmcli.errors import MmcliError
 from mmcli.kv.aliasing import check_aliasing
-from mmcli.kv.config import load_config
-from mmcli.kv.map_file import apply_map, load_map
+from mmcli.kv.inputs.layer_config import load_config
+from mmcli.kv.inputs.map_file import apply_map, load_map
 from mmcli.kv.plan import PlanOptions, plan_kv_cache
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "kv"

@@ -9,8 +9,8 @@ import pytest
 
 from mmcli.errors import InputError
 from mmcli.kv.aliasing import check_aliasing
-from mmcli.kv.engine import LayerSpecs, group_layers
-from mmcli.kv.hf_config import parse_hf_config
+from mmcli.kv.engine.layout import LayerSpecs, group_layers
+from mmcli.kv.hf.config import parse_hf_config
 from mmcli.kv.model import ModelConfig
 from mmcli.kv.options import PlanOptions
 from mmcli.kv.plan import KVPlan, plan_kv_cache

@@ -18,8 +18,8 @@ from hf_configs import gemma
 from mmcli.cli._output import emit_json
 from mmcli.kv import sharing
 from mmcli.kv.aliasing import check_aliasing
-from mmcli.kv.engine import LayerSpecs, disable_hybrid, group_layers
-from mmcli.kv.hf_config import parse_hf_config
+from mmcli.kv.engine.layout import LayerSpecs, disable_hybrid, group_layers
+from mmcli.kv.hf.config import parse_hf_config
 from mmcli.kv.options import PlanOptions
 from mmcli.kv.plan import plan_kv_cache
 from mmcli.kv.releases import rules_for

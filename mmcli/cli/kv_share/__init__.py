@@ -256,8 +256,8 @@ def plan(
         parse_partition,
     )
     from mmcli.kv.aliasing import check_aliasing
-    from mmcli.kv.config import load_config
-    from mmcli.kv.map_file import apply_map, load_map, write_map
+    from mmcli.kv.inputs.layer_config import load_config
+    from mmcli.kv.inputs.map_file import apply_map, load_map, write_map
     from mmcli.kv.options import PlanOptions
     from mmcli.kv.plan import plan_kv_cache
 
@@ -285,8 +285,8 @@ def plan(
             "--weights and --reserve need --gpu", hint="e.g. --gpu H100 --weights 16GiB"
         )
     if max_num_batched_tokens is None:
-        from mmcli.kv.gpus import default_max_num_batched_tokens, resolve_gpu
         from mmcli.kv.options import DEFAULT_MAX_NUM_BATCHED_TOKENS
+        from mmcli.kv.whatif.gpus import default_max_num_batched_tokens, resolve_gpu
 
         max_num_batched_tokens = (
             default_max_num_batched_tokens(resolve_gpu(gpu))
@@ -326,7 +326,7 @@ def plan(
     model = load_config(config)
     map_findings = apply_map(model, load_map(map_path)) if map_path is not None else []
     if length == "auto":
-        from mmcli.kv.fit import fit_max_model_len
+        from mmcli.kv.whatif.fit import fit_max_model_len
 
         fit = fit_max_model_len(model, options)
         stderr().print(fit.message())
@@ -365,7 +365,7 @@ def _sweep(
     est: Any,
 ) -> None:
     """``--sweep``: plan over a range, print its table and chart (or JSON), exit."""
-    from mmcli.kv.sweep import parse_sweep, run_sweep
+    from mmcli.kv.whatif.sweep import parse_sweep, run_sweep
 
     swept = run_sweep(model, options, parse_sweep(text))
     if plot is not None:

@@ -12,7 +12,7 @@ from mmcli.errors import InputError
 from mmcli.text import printable, quoted
 
 if TYPE_CHECKING:
-    from mmcli.kv.gpus import Estimate
+    from mmcli.kv.whatif.gpus import Estimate
 
 
 def parse_max_model_len(text: str | None) -> int | str | None:
@@ -39,8 +39,8 @@ def estimate(
     pipeline_parallel_size: int = 1,
 ) -> Estimate:
     """The KV-memory estimate of ``--gpu`` (with ``--weights``, utilization and reserve)."""
-    from mmcli.kv.gpus import DEFAULT_RESERVE_BYTES, estimate_kv_budget, resolve_gpu
     from mmcli.kv.options import parse_size
+    from mmcli.kv.whatif.gpus import DEFAULT_RESERVE_BYTES, estimate_kv_budget, resolve_gpu
 
     return estimate_kv_budget(
         resolve_gpu(gpu),
@@ -61,8 +61,8 @@ def weights_total(spec: str) -> int:
     either (the index if present, else every ``*.safetensors`` header). An index counts every
     tensor's bytes, so both ways give the same figure for one checkpoint.
     """
-    from mmcli.kv.gpus import index_total
     from mmcli.kv.options import parse_size
+    from mmcli.kv.whatif.gpus import index_total
 
     path = Path(spec)
     if path.is_dir():

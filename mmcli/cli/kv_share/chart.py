@@ -15,7 +15,7 @@ from rich.text import Text
 
 from mmcli.cli._output import stdout
 from mmcli.errors import InputError
-from mmcli.kv.sweep import Sweep
+from mmcli.kv.whatif.sweep import Sweep
 
 _EIGHTHS = " ▏▎▍▌▋▊▉█"
 _WITH, _WITHOUT = "█", "▒"

@@ -13,7 +13,7 @@ from mmcli.cli.options import FormatOpt
 from mmcli.errors import EXIT_FINDINGS, EXIT_OK
 
 if TYPE_CHECKING:
-    from mmcli.kv.explain import Explanation
+    from mmcli.kv.explain.report import Explanation
 
 EXAMPLE = (
     "Example: mmcli kv-share explain samples/vllm/startup.log "
@@ -63,9 +63,9 @@ def explain(
     Exit 0 when every figure the log printed is reproduced, 1 when one differs (each
     difference is explained), 2 for bad input.
     """
-    from mmcli.kv.config import load_config
-    from mmcli.kv.explain import explain_log
-    from mmcli.kv.vllm_log import read_vllm_log
+    from mmcli.kv.explain.report import explain_log
+    from mmcli.kv.explain.vllm_log import read_vllm_log
+    from mmcli.kv.inputs.layer_config import load_config
 
     log = read_vllm_log(log_path, max_bytes=max_mib * 2**20)
     result = explain_log(load_config(config), log, vllm_version=vllm_version)

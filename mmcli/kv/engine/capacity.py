@@ -3,7 +3,7 @@
 One GPU holding every layer is one pool. With pipeline stages each stage sizes its own pool
 from its own bytes per block, the engine takes the smallest block count, and the start-up
 check runs per stage (or, in 0.14–0.16, once for the whole model): see
-:mod:`mmcli.kv.pipeline`. Every stage is given the same memory (``--memory`` is per GPU).
+:mod:`mmcli.kv.engine.pipeline`. Every stage is given the same memory (``--memory`` is per GPU).
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from mmcli.kv.engine import Layout, largest_max_model_len
-from mmcli.kv.pipeline import Stages, StageShare, stage_request_bytes
+from mmcli.kv.engine.layout import Layout, largest_max_model_len
+from mmcli.kv.engine.pipeline import Stages, StageShare, stage_request_bytes
 from mmcli.kv.releases import EngineRules
 from mmcli.kv.result import StagePlan
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from mmcli.errors import InputError
-from mmcli.kv.vllm_log import parse_vllm_log, read_vllm_log, startup_lines
+from mmcli.kv.explain.vllm_log import parse_vllm_log, read_vllm_log, startup_lines
 
-LOGS = Path(__file__).parent / "vllm_logs"
+LOGS = Path(__file__).resolve().parents[1] / "vllm_logs"
 #: Each excerpt: its file under vllm_logs/, and the public issue it is quoted from.
 SOURCES = {
     # Qwen3-14B, one GPU, vLLM ~0.10.2

@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from mmcli.errors import InputError
+from mmcli.kv.inputs.readers import parse_json, read_text
 from mmcli.kv.options import parse_size
-from mmcli.kv.readers import parse_json, read_text
 from mmcli.text import printable
 
 GIB: Final = 2**30

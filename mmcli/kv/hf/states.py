@@ -29,8 +29,8 @@ from typing import Any
 
 from mmcli.dtypes import kv_dtype
 from mmcli.errors import InputError
+from mmcli.kv.inputs.values import optional_int, shown, string
 from mmcli.kv.state import MambaSpec
-from mmcli.kv.values import optional_int, shown, string
 
 _QWEN_GDN_DEFAULTS = {
     "linear_num_key_heads": 16,

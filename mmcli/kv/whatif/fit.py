@@ -3,7 +3,7 @@
 vLLM (``--max-model-len auto`` / ``-1``) starts from the model's own maximum and, when one
 request of that length does not fit the KV memory, binary-searches the largest length whose
 request passes the start-up check, logging "Auto-fit max_model_len: reduced from X to Y". The
-plan already runs that search (:func:`mmcli.kv.engine.largest_max_model_len`) on the side the
+plan already runs that search (:func:`mmcli.kv.engine.layout.largest_max_model_len`) on the side the
 engine runs; this module asks for it.
 """
 
@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from mmcli.errors import InputError
 from mmcli.kv.model import ModelConfig
 from mmcli.kv.options import PlanOptions
+from mmcli.kv.plan import plan_kv_cache
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,6 @@ def fit_max_model_len(config: ModelConfig, options: PlanOptions) -> AutoFit:
     ``options.max_model_len``, when set, replaces the config's maximum as the upper bound.
     Needs the KV memory (``memory_bytes``) or ``num_gpu_blocks_override``.
     """
-    from mmcli.kv.plan import plan_kv_cache  # the planner imports this module's neighbours
 
     upper = options.max_model_len or config.max_model_len
     if upper is None:

@@ -6,8 +6,8 @@ from typing import Any
 
 from mmcli.errors import InputError
 from mmcli.findings import Finding
+from mmcli.kv.inputs.values import optional_int, shown
 from mmcli.kv.model import NO_KV_TYPES, SLIDING_TYPES, STATE_TYPES
-from mmcli.kv.values import optional_int, shown
 from mmcli.text import index_ranges
 
 

@@ -26,6 +26,7 @@ from typing import Any
 
 from mmcli.errors import InputError
 from mmcli.findings import Finding
+from mmcli.kv.inputs.values import optional_int, shown
 from mmcli.kv.model import (
     CHUNKED_TYPES,
     FULL_TYPES,
@@ -34,7 +35,6 @@ from mmcli.kv.model import (
     SLIDING_TYPES,
     STATE_TYPES,
 )
-from mmcli.kv.values import optional_int, shown
 
 #: Layer kinds of a layout beyond ``layer_types``' own: a Zamba2 hybrid layer (Mamba2 plus
 #: an attention block) and a Falcon-H1 layer (attention and Mamba2 in parallel).

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from mmcli.errors import InputError
-from mmcli.kv.config import load_config, parse_mmcli_config
+from mmcli.kv.inputs.layer_config import load_config, parse_mmcli_config
 from mmcli.kv.model import ModelConfig
 from mmcli.kv.spec import (
     ChunkedLocalAttentionSpec,
@@ -18,7 +18,7 @@ from mmcli.kv.spec import (
 )
 from mmcli.kv.state import MambaSpec
 
-SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "kv"
+SAMPLES = Path(__file__).resolve().parents[3] / "samples" / "kv"
 DEFAULTS = {"num_kv_heads": 8, "head_size": 128, "dtype": "bfloat16"}
 
 

@@ -8,17 +8,17 @@ from typing import Any
 import pytest
 
 from mmcli.errors import InputError
-from mmcli.kv.config import load_config
-from mmcli.kv.explain import explain_log
-from mmcli.kv.hf_config import parse_hf_config
+from mmcli.kv.explain.report import explain_log
+from mmcli.kv.explain.vllm_log import parse_vllm_log, startup_lines
+from mmcli.kv.hf.config import parse_hf_config
+from mmcli.kv.inputs.layer_config import load_config
 from mmcli.kv.model import ModelConfig
 from mmcli.kv.options import PlanOptions
 from mmcli.kv.plan import plan_kv_cache
-from mmcli.kv.vllm_log import parse_vllm_log, startup_lines
 
-ROOT = Path(__file__).resolve().parents[2]
-LOGS = Path(__file__).parent / "vllm_logs"  # sources: SOURCES in test_vllm_log.py
-REALWORLD = Path(__file__).parent / "realworld" / "configs"
+ROOT = Path(__file__).resolve().parents[3]
+LOGS = Path(__file__).resolve().parents[1] / "vllm_logs"  # sources: SOURCES in test_vllm_log.py
+REALWORLD = Path(__file__).resolve().parents[1] / "realworld" / "configs"
 GIB = 2**30
 
 
@@ -185,7 +185,7 @@ def test_an_option_the_log_hides_is_found() -> None:
 
 def test_a_refusal_is_compared_with_the_plans_largest_length() -> None:
     config = hf(40, 40, 8, 128, 40960)
-    # 1 GiB under 0.34 rules fits 6,528 tokens (see test_fit.py).
+    # 1 GiB under 0.34 rules fits 6,528 tokens (see whatif/test_fit.py).
     text = (
         "INFO 01-01 00:00:00 [api_server.py:1] vLLM API server version 0.34.0\n"
         "(EngineCore_DP0 pid=1) ValueError: To serve at least one request with the models's max "

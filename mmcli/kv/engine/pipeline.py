@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from itertools import chain, repeat
 
 from mmcli.errors import InputError
-from mmcli.kv.engine import Layout, Spec
+from mmcli.kv.engine.layout import Layout, Spec
 from mmcli.kv.model import ModelConfig
 from mmcli.kv.releases import EngineRules, describe
 from mmcli.kv.spec import Layer

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from mmcli.errors import InputError
-from mmcli.kv.config import load_config
-from mmcli.kv.hf_config import parse_hf_config
-from mmcli.kv.hf_keys import KEYS_IGNORED, KEYS_READ, KEYS_REFUSED
+from mmcli.kv.hf.config import parse_hf_config
+from mmcli.kv.hf.keys import KEYS_IGNORED, KEYS_READ, KEYS_REFUSED
+from mmcli.kv.inputs.layer_config import load_config
 from mmcli.kv.model import ModelConfig
 from mmcli.kv.spec import (
     ChunkedLocalAttentionSpec,
@@ -23,8 +23,8 @@ from mmcli.kv.spec import (
 )
 from mmcli.kv.state import MambaSpec
 
-CONFIGS = Path(__file__).parent / "configs"
-REALWORLD = Path(__file__).parent / "realworld" / "configs"
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+REALWORLD = Path(__file__).resolve().parents[1] / "realworld" / "configs"
 ALL_CONFIGS = sorted(CONFIGS.glob("*.json")) + sorted(REALWORLD.glob("*.json"))
 
 
@@ -185,7 +185,7 @@ def test_every_key_of_the_real_configs_is_read_refused_or_known_harmless(path: P
     doc = json.loads(path.read_text())
     keys = set(doc) | set(doc.get("text_config") or {})
     unknown = keys - KEYS_READ - KEYS_IGNORED - set(KEYS_REFUSED)
-    assert not unknown, f"{path.name}: classify {sorted(unknown)} in mmcli.kv.hf_keys"
+    assert not unknown, f"{path.name}: classify {sorted(unknown)} in mmcli.kv.hf.keys"
 
 
 def test_key_lists_are_disjoint() -> None:

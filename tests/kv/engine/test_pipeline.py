@@ -15,10 +15,10 @@ import hf_configs
 import pytest
 
 from mmcli.errors import InputError
-from mmcli.kv.hf_config import parse_hf_config
+from mmcli.kv.engine.pipeline import stage_sizes
+from mmcli.kv.hf.config import parse_hf_config
 from mmcli.kv.model import ModelConfig
 from mmcli.kv.options import PlanOptions
-from mmcli.kv.pipeline import stage_sizes
 from mmcli.kv.plan import KVPlan, plan_kv_cache
 from mmcli.kv.result import SidePlan
 from mmcli.kv.spec import FullAttentionSpec, Layer

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from mmcli.errors import InputError
-from mmcli.kv.fit import auto_max_model_len, fit_max_model_len
-from mmcli.kv.hf_config import parse_hf_config
+from mmcli.kv.hf.config import parse_hf_config
 from mmcli.kv.model import ModelConfig
 from mmcli.kv.options import PlanOptions
+from mmcli.kv.whatif.fit import auto_max_model_len, fit_max_model_len
 
 GIB = 2**30
 

@@ -10,9 +10,9 @@ from typing import Any
 from mmcli.atomic import atomic_write
 from mmcli.errors import InputError
 from mmcli.findings import Finding
+from mmcli.kv.inputs.readers import parse_json, read_text
+from mmcli.kv.inputs.values import shown, type_name
 from mmcli.kv.model import ModelConfig
-from mmcli.kv.readers import parse_json, read_text
-from mmcli.kv.values import shown, type_name
 
 #: Findings of one kind (unknown or repeated keys) listed one by one; the rest are counted in
 #: one more finding, so a map with 100,000 bad keys gives a short report, quickly.

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from mmcli.errors import InputError
-from mmcli.kv.config import load_config
+from mmcli.kv.inputs.layer_config import load_config
 from mmcli.kv.options import PlanOptions
 from mmcli.kv.plan import plan_kv_cache
-from mmcli.kv.sweep import parse_length, parse_sweep, run_sweep
+from mmcli.kv.whatif.sweep import parse_length, parse_sweep, run_sweep
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 GEMMA3N = ROOT / "samples" / "kv" / "gemma3n-e2b-like.json"
 GIB = 2**30
 

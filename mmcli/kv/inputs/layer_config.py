@@ -1,5 +1,5 @@
 """mmcli's layer-config format (JSON or TOML), and :func:`load_config`, which also reads a
-Hugging Face ``config.json`` (see :mod:`mmcli.kv.hf_config`).
+Hugging Face ``config.json`` (see :mod:`mmcli.kv.hf.config`).
 
 Each layer (or ``defaults``) names its ``attention``: ``full``, ``sliding`` (with
 ``sliding_window``), ``chunked`` (with ``attention_chunk_size``), ``mla`` (``head_size`` =
@@ -15,7 +15,9 @@ from typing import Any
 
 from mmcli.dtypes import kv_dtype
 from mmcli.errors import InputError
-from mmcli.kv.hf_config import parse_hf_config
+from mmcli.kv.hf.config import parse_hf_config
+from mmcli.kv.inputs.readers import read_json_or_toml
+from mmcli.kv.inputs.values import positive_int, shown, string, type_name
 from mmcli.kv.model import (
     CHUNKED_TYPES,
     DEFAULT_BLOCK_SIZE,
@@ -27,7 +29,6 @@ from mmcli.kv.model import (
     STATE_TYPES,
     ModelConfig,
 )
-from mmcli.kv.readers import read_json_or_toml
 from mmcli.kv.spec import (
     ChunkedLocalAttentionSpec,
     FullAttentionSpec,
@@ -37,7 +38,6 @@ from mmcli.kv.spec import (
     SlidingWindowSpec,
 )
 from mmcli.kv.state import STATE_KINDS, MambaSpec
-from mmcli.kv.values import positive_int, shown, string, type_name
 
 _LAYER_KEYS = frozenset(
     {

@@ -11,7 +11,13 @@ from __future__ import annotations
 
 import pytest
 
-from mmcli.kv.engine import LayerSpecs, Layout, group_layers, largest_max_model_len, num_blocks
+from mmcli.kv.engine.layout import (
+    LayerSpecs,
+    Layout,
+    group_layers,
+    largest_max_model_len,
+    num_blocks,
+)
 from mmcli.kv.model import ModelConfig
 from mmcli.kv.options import PlanOptions
 from mmcli.kv.plan import plan_kv_cache

@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from mmcli.errors import InputError
-from mmcli.kv.log_compare import ROUNDING_GIB, Comparison, PlannedRange, agrees, compare
+from mmcli.kv.explain.compare import ROUNDING_GIB, Comparison, PlannedRange, agrees, compare
+from mmcli.kv.explain.vllm_log import VllmLog
 from mmcli.kv.model import ModelConfig
 from mmcli.kv.options import PlanOptions
 from mmcli.kv.releases import CHANGES, NEWEST, PIPELINE_FIELDS, describe, rules_for
 from mmcli.kv.result import KVPlan, SidePlan
-from mmcli.kv.vllm_log import VllmLog
 
 GIB: Final = 2**30
 _FIELDS: Final = {f.name for f in dataclasses.fields(PlanOptions)}

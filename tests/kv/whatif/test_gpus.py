@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from mmcli.errors import InputError
-from mmcli.kv.gpus import (
+from mmcli.kv.whatif.gpus import (
     DEFAULT_RESERVE_BYTES,
     GPUS,
     default_max_num_batched_tokens,

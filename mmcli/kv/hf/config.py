@@ -1,8 +1,8 @@
 """Read a Hugging Face ``config.json`` as the engine reads it: layer specs, states, and the
 sharing map the model implies.
 
-Layouts (which layer holds what) are in :mod:`mmcli.kv.hf_layouts`, recurrent states in
-:mod:`mmcli.kv.hf_states`, the keys read or refused in :mod:`mmcli.kv.hf_keys`.
+Layouts (which layer holds what) are in :mod:`mmcli.kv.hf.layouts`, recurrent states in
+:mod:`mmcli.kv.hf.states`, the keys read or refused in :mod:`mmcli.kv.hf.keys`.
 """
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ from typing import Any
 from mmcli.dtypes import kv_dtype
 from mmcli.errors import InputError
 from mmcli.findings import Finding
-from mmcli.kv.hf_keys import refuse_unmodelled
-from mmcli.kv.hf_layouts import HYBRID, PARALLEL_HYBRID, layer_kinds, sliding_window
-from mmcli.kv.hf_sharing import hf_layer_name, hf_sharing
-from mmcli.kv.hf_states import ssm_dtype_rules, state_spec
+from mmcli.kv.hf.keys import refuse_unmodelled
+from mmcli.kv.hf.layouts import HYBRID, PARALLEL_HYBRID, layer_kinds, sliding_window
+from mmcli.kv.hf.sharing import hf_layer_name, hf_sharing
+from mmcli.kv.hf.states import ssm_dtype_rules, state_spec
+from mmcli.kv.inputs.values import optional_int, shown, string, type_name
 from mmcli.kv.model import (
     CHUNKED_TYPES,
     DEFAULT_BLOCK_SIZE,
@@ -35,7 +36,6 @@ from mmcli.kv.spec import (
     SlidingWindowSpec,
 )
 from mmcli.kv.state import MambaSpec
-from mmcli.kv.values import optional_int, shown, string, type_name
 
 #: More layers than any model has; a larger ``num_hidden_layers`` is a corrupt config.
 MAX_LAYERS = 1_000_000

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from mmcli.kv.explain.vllm_log import VllmLog
 from mmcli.kv.result import SidePlan
-from mmcli.kv.vllm_log import VllmLog
 
 #: "Available KV cache memory" is printed with 2 decimals: the truth is within half a unit.
 ROUNDING_GIB: Final = 0.005

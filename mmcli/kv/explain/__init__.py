@@ -1,0 +1,1 @@
+"""``kv-share explain``: read a vLLM start-up log, plan the same run, compare every figure."""

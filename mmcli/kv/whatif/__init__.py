@@ -1,0 +1,1 @@
+"""What-if planning: the GPU table and KV-memory estimate, ``--max-model-len auto``, ``--sweep``."""
