@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from mmcli.errors import InputError
+from mmcli.kv.hf.context import LENGTH_KEYS
 
 #: Keys whose values shape the plan (of the text config, or the top level for ``dtype``).
 KEYS_READ: frozenset[str] = frozenset(
@@ -24,16 +25,8 @@ KEYS_READ: frozenset[str] = frozenset(
         "attention_head_dim",
         "attention_hidden_size",
         "hidden_size",
-        "max_position_embeddings",
-        # the other length keys and RoPE scaling (max_model_len, mmcli.kv.hf.context)
-        "n_positions",
-        "max_seq_len",
-        "seq_length",
-        "model_max_length",
-        "max_target_positions",
-        "max_sequence_length",
-        "max_seq_length",
-        "seq_len",
+        # the length keys and RoPE scaling (max_model_len, mmcli.kv.hf.context)
+        *LENGTH_KEYS,
         "original_max_position_embeddings",
         "rope_scaling",
         "rope_parameters",
