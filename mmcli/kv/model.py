@@ -28,6 +28,35 @@ KNOWN_TYPES = (
 )
 
 
+@dataclass(frozen=True)
+class RopeScaling:
+    """One RoPE scaling entry of a config (``rope_scaling`` / ``rope_parameters``)."""
+
+    #: The type as the engine normalises it (``type`` read as ``rope_type``, ``su`` as
+    #: ``longrope``, ``mrope`` as ``default``).
+    rope_type: str
+    factor: float | None
+    original_max_position_embeddings: int | None
+
+
+@dataclass(frozen=True)
+class ContextLength:
+    """What an HF config says of the longest sequence, before the engine's rules apply."""
+
+    #: The smallest of the length keys vLLM reads (``model_max_length`` wins when set), or
+    #: None when the config has none of them.
+    positions: int | None
+    #: The key that value came from (named in a refusal).
+    key: str | None
+    #: ``model_max_length``: a longer ``--max-model-len`` up to it is accepted.
+    model_max_length: int | None = None
+    rope: tuple[RopeScaling, ...] = ()
+    #: The text config's own ``original_max_position_embeddings`` (LongRoPE's default).
+    original_max_position_embeddings: int | None = None
+    #: Gemma 3: the length is already scaled by RoPE, so no factor is applied.
+    prescaled: bool = False
+
+
 @dataclass
 class ModelConfig:
     """A model's layers with the sharing map its config implies, and what reading it found."""
@@ -65,3 +94,7 @@ class ModelConfig:
     #: Each layer's decoder-layer index, what pipeline stages split (None: its position in
     #: ``layers``; a hybrid block of two layers has one index).
     decoder_index: list[int] | None = None
+    #: An HF config's length facts, from which the engine derives its maximum and default
+    #: ``max_model_len`` (:mod:`mmcli.kv.engine.max_len`); None for an mmcli layer config,
+    #: whose ``max_model_len`` is taken as written.
+    context: ContextLength | None = None

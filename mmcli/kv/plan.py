@@ -17,6 +17,7 @@ from mmcli.kv.engine.layout import (
     disable_hybrid,
     group_layers,
 )
+from mmcli.kv.engine.max_len import model_max_len
 from mmcli.kv.engine.pipeline import Stages, check_sharing, split_layers, stage_shares
 from mmcli.kv.engine.ranks import rank_layers
 from mmcli.kv.model import DEFAULT_BLOCK_SIZE, ModelConfig
@@ -177,7 +178,9 @@ def plan_kv_cache(
     """Validate the config's sharing map and plan its KV cache as the engine would."""
     rules = options.rules
     layers = rank_layers(config, options)
-    max_len = options.max_model_len or config.max_model_len
+    max_len = model_max_len(
+        config, rules, options.max_model_len, allow_long=options.allow_long_max_model_len
+    )
     if max_len is not None and max_len <= 0:  # only a ModelConfig built in code
         raise InputError(f"{config.name}: max_model_len must be positive, got {max_len}")
     distinct = _distinct_specs(layers)

@@ -58,6 +58,10 @@ class EngineRules:
     #: A uniform-type stage divides its memory by its own layers' pages (else by the whole
     #: model's, so every stage gets the blocks of one GPU holding every layer).
     pp_stage_pages: bool
+    #: A YaRN RoPE scaling multiplies the length: the derived max_model_len is its
+    #: ``original_max_position_embeddings`` × factor (from 0.30: YaRN leaves
+    #: ``max_position_embeddings`` as it is, already the scaled length).
+    yarn_scales_max_len: bool
 
 
 #: The rules that matter only with pipeline stages (``--pipeline-parallel-size`` > 1).
@@ -79,6 +83,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "pp_global_groups": False,
             "pp_whole_model_check": False,
             "pp_stage_pages": False,
+            "yarn_scales_max_len": True,
         },
     ),
     ("0.11", {"pp_global_groups": True}),
@@ -90,6 +95,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
     ("0.20.1", {"tokens_from_concurrency": True}),
     ("0.26", {"in_flight_reserve": True, "hybrid_prefix_caching_default": True}),
     ("0.29", {"null_block": True, "mamba_all_mode": False, "pad_unequal_pages": True}),
+    ("0.30", {"yarn_scales_max_len": False}),
     (NEWEST, {}),
 )
 

@@ -24,7 +24,9 @@ GIB = 2**30
 def gemma_sweep() -> Sweep:
     config = load_config(GEMMA3N)
     return run_sweep(
-        config, PlanOptions(memory_bytes=2 * GIB), parse_sweep("max-model-len=4K..128K")
+        config,
+        PlanOptions(memory_bytes=2 * GIB, allow_long_max_model_len=True),
+        parse_sweep("max-model-len=4K..128K"),
     )
 
 

@@ -675,6 +675,13 @@ REFUSALS: dict[tuple[str, str], list[str]] = {
         "0.28",
         "--enable-prefix-caching",
     ],
+    ("docs/kv-share-vllm.md", "--max-model-len"): [
+        "kv-share",
+        "plan",
+        "samples/kv/qwen3-14b-like.json",
+        "--max-model-len",
+        "1000000",
+    ],
     ("docs/kv-share.md", "--pipeline-parallel-size"): [
         "kv-share",
         "plan",

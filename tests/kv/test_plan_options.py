@@ -79,11 +79,24 @@ def test_without_max_model_len_the_map_and_bytes_per_token_still_plan(tmp_path: 
     doc.pop("max_position_embeddings", None)
     path = tmp_path / "config.json"
     path.write_text(json.dumps(doc))
+    # vLLM's _get_and_verify_max_len: with none of the length keys it assumes 2048 tokens,
+    # or takes --max-model-len as given (no maximum to check it against).
     out = run(str(path), "--memory", "20GiB")
-    assert out["max_model_len"] is None
+    assert out["max_model_len"] == 2048
     assert engine(out, "bytes_per_token") == 20 * 2 * 2 * 256 * 2
-    assert engine(out, "max_concurrency") is None
+    assert engine(out, "max_concurrency") is not None
     assert "no-max-model-len" in [f["code"] for f in out["findings"]]
+    assert run(str(path), "--memory", "20GiB", "--max-model-len", "1000000")["max_model_len"] == (
+        1_000_000
+    )
+    # A layer config without a length still plans only the per-token figures.
+    layer_config = tmp_path / "layers.toml"
+    layer_config.write_text(
+        'name = "x"\n[defaults]\nnum_kv_heads = 2\nhead_size = 64\ndtype = "bfloat16"\n'
+        '[[layers]]\nname = "l0"\n'
+    )
+    out = run(str(layer_config), "--memory", "20GiB")
+    assert out["max_model_len"] is None and engine(out, "max_concurrency") is None
 
 
 def test_cla_is_a_what_if_the_engine_does_not_run() -> None:

@@ -26,11 +26,7 @@ EXAMPLE = (
 )
 
 
-@app.command(
-    "plan",
-    epilog=EXAMPLE,
-    no_args_is_help=True,
-)
+@app.command("plan", epilog=EXAMPLE, no_args_is_help=True)
 @guarded
 def plan(
     config: Annotated[
@@ -64,10 +60,14 @@ def plan(
         str | None,
         typer.Option(
             "--max-model-len",
-            help="Sequence length to plan for (default: max_position_embeddings); auto (or -1): "
+            help="Sequence length (default: the model's, as vLLM derives it); auto (or -1): "
             "the largest that fits the KV memory, found as vLLM finds it.",
         ),
     ] = None,
+    allow_long_max_model_len: Annotated[
+        bool,
+        typer.Option("--allow-long-max-model-len", help="VLLM_ALLOW_LONG_MAX_MODEL_LEN=1."),
+    ] = False,
     max_num_batched_tokens: Annotated[
         int | None,
         typer.Option(
@@ -313,6 +313,7 @@ def plan(
         num_gpu_blocks_override=num_gpu_blocks_override,
         mtp=mtp,
         max_num_seqs=max_num_seqs,
+        allow_long_max_model_len=allow_long_max_model_len,
     )
     target_device: Any = "meta"
     if device.strip().lower() != "meta":
@@ -392,7 +393,7 @@ def _sweep(
 def _escape(text: str) -> str:
     from rich.markup import escape
 
-    return escape(text)
+    return escape(text)  # noqa: E702 (a one-line helper)
 
 
 register_explain(app)  # `kv-share explain` lives in its own module

@@ -13,6 +13,7 @@ from typing import Any
 from mmcli.dtypes import kv_dtype
 from mmcli.errors import InputError
 from mmcli.findings import Finding
+from mmcli.kv.hf.context import assumed_length, context_length
 from mmcli.kv.hf.keys import refuse_unmodelled
 from mmcli.kv.hf.layouts import HYBRID, PARALLEL_HYBRID, layer_kinds, sliding_window
 from mmcli.kv.hf.sharing import hf_layer_name, hf_sharing
@@ -294,15 +295,16 @@ def parse_hf_config(doc: dict[str, Any], *, default_name: str, where: str) -> Mo
             f"{where}: attention_k_eq_v must be true or false, got {shown(k_eq_v)}",
             hint="write true or false without quotes",
         )
+    context = context_length(text, model_type, where)
     chunk = optional_int(text, "mamba_chunk_size", where) or optional_int(text, "chunk_size", where)
     return ModelConfig(
         name=str(name),
         source="hf",
         layers=layers,
-        max_model_len=_max_model_len(text, model_type, where),
+        max_model_len=context.positions,
         num_attention_heads=specs.heads,
         model_type=model_type,
-        findings=specs.findings + notes,
+        findings=specs.findings + notes + assumed_length(context),
         map_findings=map_findings,
         engine_shares=engine_shares,
         mtp_layers=_mtp_layers(text, num_layers, specs, where),
@@ -310,11 +312,5 @@ def parse_hf_config(doc: dict[str, Any], *, default_name: str, where: str) -> Mo
         mamba_chunk_size=chunk if specs.used_state else None,
         attention_k_eq_v=bool(k_eq_v),
         decoder_index=decoder_index,
+        context=context,
     )
-
-
-def _max_model_len(text: dict[str, Any], model_type: str, where: str) -> int | None:
-    value = optional_int(text, "max_position_embeddings", where)
-    if value is None and model_type in ("gemma3", "gemma3_text"):
-        return 131072  # transformers' Gemma3TextConfig default; the published 27B omits it
-    return value

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from mmcli.errors import InputError
+from mmcli.kv.hf.context import LENGTH_KEYS
 
 #: Keys whose values shape the plan (of the text config, or the top level for ``dtype``).
 KEYS_READ: frozenset[str] = frozenset(
@@ -24,7 +25,11 @@ KEYS_READ: frozenset[str] = frozenset(
         "attention_head_dim",
         "attention_hidden_size",
         "hidden_size",
-        "max_position_embeddings",
+        # the length keys and RoPE scaling (max_model_len, mmcli.kv.hf.context)
+        *LENGTH_KEYS,
+        "original_max_position_embeddings",
+        "rope_scaling",
+        "rope_parameters",
         "torch_dtype",
         "dtype",
         "text_config",
@@ -180,8 +185,6 @@ KEYS_IGNORED: frozenset[str] = frozenset(
         "v_head_dim",
         # rope and norms
         "rope_theta",
-        "rope_scaling",
-        "rope_parameters",
         "rms_norm_eps",
         "layer_norm_epsilon",
         "rescale_prenorm_residual",

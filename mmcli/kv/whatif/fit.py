@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from mmcli.errors import InputError
+from mmcli.kv.engine.max_len import model_max_len
 from mmcli.kv.model import ModelConfig
 from mmcli.kv.options import PlanOptions
 from mmcli.kv.plan import plan_kv_cache
@@ -44,7 +45,9 @@ def fit_max_model_len(config: ModelConfig, options: PlanOptions) -> AutoFit:
     Needs the KV memory (``memory_bytes``) or ``num_gpu_blocks_override``.
     """
 
-    upper = options.max_model_len or config.max_model_len
+    upper = model_max_len(
+        config, options.rules, options.max_model_len, allow_long=options.allow_long_max_model_len
+    )
     if upper is None:
         raise InputError(
             f"--max-model-len auto: {config.name} gives no maximum length to start from",

@@ -193,6 +193,7 @@ class Sweep:
 
 def run_sweep(config: ModelConfig, options: PlanOptions, spec: SweepSpec) -> Sweep:
     """Plan ``config`` at each value of ``spec`` (the rest of ``options`` fixed)."""
+    from mmcli.kv.engine.max_len import model_max_len
     from mmcli.kv.plan import plan_kv_cache
 
     if spec.parameter == "max-model-len":
@@ -202,8 +203,26 @@ def run_sweep(config: ModelConfig, options: PlanOptions, spec: SweepSpec) -> Swe
                 hint="pass --memory (or --gpu and --weights for an estimate)",
             )
         fixed = options.memory_bytes or 0
+        # The engine refuses a length above the model's maximum: refuse the sweep's end
+        # before planning any point (named as the sweep's, not as --max-model-len).
+        top = replace(options, max_model_len=max(spec.values))
+        try:
+            model_max_len(
+                config, top.rules, top.max_model_len, allow_long=top.allow_long_max_model_len
+            )
+        except InputError as error:
+            raise InputError(
+                str(error).replace("--max-model-len", "--sweep max-model-len up to", 1),
+                hint="end the sweep at the model's maximum, or pass --allow-long-max-model-len "
+                "(vLLM's VLLM_ALLOW_LONG_MAX_MODEL_LEN=1) for a what-if beyond it",
+            ) from None
     else:
-        length = options.max_model_len or config.max_model_len
+        length = model_max_len(
+            config,
+            options.rules,
+            options.max_model_len,
+            allow_long=options.allow_long_max_model_len,
+        )
         if length is None:
             raise InputError(
                 "--sweep memory needs a max_model_len",

@@ -53,6 +53,7 @@ BASE: dict[str, Any] = {
     "num_key_value_heads": 2,
     "head_dim": 128,
     "torch_dtype": "bfloat16",
+    "max_position_embeddings": 4096,
 }
 
 

@@ -101,6 +101,6 @@ def test_sweep_needs_the_other_figure() -> None:
     config = load_config(GEMMA3N)
     with pytest.raises(InputError, match="needs the KV memory"):
         run_sweep(config, PlanOptions(), parse_sweep("max-model-len=4K..8K"))
-    config.max_model_len = None
+    config.max_model_len, config.context = None, None  # an mmcli layer config without one
     with pytest.raises(InputError, match="needs a max_model_len"):
         run_sweep(config, PlanOptions(), parse_sweep("memory=1GiB..2GiB"))
