@@ -57,6 +57,20 @@ class ContextLength:
     prescaled: bool = False
 
 
+@dataclass(frozen=True)
+class CheckpointKV:
+    """A KV-cache quantization declared by the checkpoint (:mod:`mmcli.kv.hf.quant`)."""
+
+    #: "modelopt" (``kv_cache_quant_algo`` / a ModelOpt ``kv_cache_scheme``) or "scheme" (an
+    #: llm-compressor ``kv_cache_scheme``).
+    kind: Literal["modelopt", "scheme"]
+    #: The cache dtype it stands for (``fp8``), or None for a value vLLM does not map (it
+    #: then falls back to ``auto``).
+    dtype: str | None
+    #: Where it was read, for messages: ``modelopt kv_cache_quant_algo 'FP8'``.
+    source: str
+
+
 @dataclass
 class ModelConfig:
     """A model's layers with the sharing map its config implies, and what reading it found."""
@@ -98,3 +112,8 @@ class ModelConfig:
     #: ``max_model_len`` (:mod:`mmcli.kv.engine.max_len`); None for an mmcli layer config,
     #: whose ``max_model_len`` is taken as written.
     context: ContextLength | None = None
+    #: The checkpoint's declared KV-cache quantization, if any.
+    checkpoint_kv: CheckpointKV | None = None
+    #: Multimodal prefix-LM models (Gemma 4 with ``use_bidirectional_attention: "vision"``):
+    #: the most tokens one multimodal item takes, which one batch must hold.
+    mm_item_tokens: int | None = None

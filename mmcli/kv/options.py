@@ -135,6 +135,8 @@ class PlanOptions:
     #: Plan a ``max_model_len`` above the config's derived maximum, as vLLM does with
     #: ``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1`` (else the engine refuses to start).
     allow_long_max_model_len: bool = False
+    #: ``max_num_batched_tokens`` is the default (not given): the engine may raise it.
+    max_num_batched_tokens_default: bool = False
     memory: InitVar[str | None] = None
 
     def __post_init__(self, memory: str | None) -> None:

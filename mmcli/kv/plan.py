@@ -19,7 +19,7 @@ from mmcli.kv.engine.layout import (
 )
 from mmcli.kv.engine.max_len import model_max_len
 from mmcli.kv.engine.pipeline import Stages, check_sharing, split_layers, stage_shares
-from mmcli.kv.engine.ranks import rank_layers
+from mmcli.kv.engine.ranks import batched_tokens, rank_layers
 from mmcli.kv.model import DEFAULT_BLOCK_SIZE, ModelConfig
 from mmcli.kv.options import PlanOptions
 from mmcli.kv.releases import NEWEST, EngineRules, describe, parse_release
@@ -177,6 +177,8 @@ def plan_kv_cache(
 ) -> KVPlan:
     """Validate the config's sharing map and plan its KV cache as the engine would."""
     rules = options.rules
+    batch, batch_note = batched_tokens(config, options)
+    options = replace(options, max_num_batched_tokens=batch)
     layers = rank_layers(config, options)
     max_len = model_max_len(
         config, rules, options.max_model_len, allow_long=options.allow_long_max_model_len
@@ -190,7 +192,7 @@ def plan_kv_cache(
             hint="every layer is of a type without a cache",
         )
     findings = list(extra_findings or []) + validate_sharing_map(layers, strict=options.strict)
-    findings += config.findings + config.map_findings
+    findings += config.findings + config.map_findings + ([batch_note] if batch_note else [])
     map_errors = any(f.severity == "error" for f in findings)
     if max_len is None:
         findings.append(

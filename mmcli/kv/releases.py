@@ -62,6 +62,16 @@ class EngineRules:
     #: ``original_max_position_embeddings`` × factor (from 0.30: YaRN leaves
     #: ``max_position_embeddings`` as it is, already the scaled length).
     yarn_scales_max_len: bool
+    #: ``--kv-cache-dtype auto`` takes a ModelOpt checkpoint's ``kv_cache_quant_algo``
+    #: (``resolve_kv_cache_dtype_string``, from 0.14; before: the model dtype).
+    modelopt_kv_dtype: bool
+    #: An llm-compressor ``kv_cache_scheme``: "unverified" (not mirrored: refused under
+    #: ``auto``), "always" (the cache is fp8 whatever ``--kv-cache-dtype`` says, 0.16-0.21),
+    #: "auto" (fp8 unless another ``--kv-cache-dtype`` is given, from 0.22).
+    kv_scheme_fp8: str
+    #: A multimodal prefix-LM model (Gemma 4) raises an unset ``max_num_batched_tokens`` to
+    #: its largest multimodal item (from 0.22).
+    mm_prefix_batch_floor: bool
 
 
 #: The rules that matter only with pipeline stages (``--pipeline-parallel-size`` > 1).
@@ -84,15 +94,20 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "pp_whole_model_check": False,
             "pp_stage_pages": False,
             "yarn_scales_max_len": True,
+            "modelopt_kv_dtype": False,
+            "kv_scheme_fp8": "unverified",
+            "mm_prefix_batch_floor": False,
         },
     ),
     ("0.11", {"pp_global_groups": True}),
     ("0.12", {"group_threshold": 1.25}),
-    ("0.14", {"check": "first-group", "pp_whole_model_check": True}),
+    ("0.14", {"check": "first-group", "pp_whole_model_check": True, "modelopt_kv_dtype": True}),
+    ("0.16", {"kv_scheme_fp8": "always"}),
     ("0.17", {"pp_whole_model_check": False, "pp_stage_pages": True}),
     ("0.18", {"group_threshold": 1.5}),
     ("0.19", {"check": "all-groups"}),
     ("0.20.1", {"tokens_from_concurrency": True}),
+    ("0.22", {"kv_scheme_fp8": "auto", "mm_prefix_batch_floor": True}),
     ("0.26", {"in_flight_reserve": True, "hybrid_prefix_caching_default": True}),
     ("0.29", {"null_block": True, "mamba_all_mode": False, "pad_unequal_pages": True}),
     ("0.30", {"yarn_scales_max_len": False}),

@@ -284,7 +284,7 @@ def plan(
         raise InputError(
             "--weights and --reserve need --gpu", hint="e.g. --gpu H100 --weights 16GiB"
         )
-    if max_num_batched_tokens is None:
+    if batched_default := max_num_batched_tokens is None:
         from mmcli.kv.options import DEFAULT_MAX_NUM_BATCHED_TOKENS
         from mmcli.kv.whatif.gpus import default_max_num_batched_tokens, resolve_gpu
 
@@ -314,6 +314,7 @@ def plan(
         mtp=mtp,
         max_num_seqs=max_num_seqs,
         allow_long_max_model_len=allow_long_max_model_len,
+        max_num_batched_tokens_default=batched_default,
     )
     target_device: Any = "meta"
     if device.strip().lower() != "meta":

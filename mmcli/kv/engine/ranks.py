@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from mmcli.errors import InputError
+from mmcli.findings import Finding
 from mmcli.kv.model import DEFAULT_BLOCK_SIZE, ModelConfig
 from mmcli.kv.options import DS_MLA, PlanOptions
 from mmcli.kv.releases import EngineRules, applies
@@ -49,7 +50,7 @@ def rank_layers(config: ModelConfig, options: PlanOptions) -> list[Layer]:
             f"--tensor-parallel-size {tp}",
             hint="the engine needs num_attention_heads divisible by the tensor-parallel size",
         )
-    dtype = None if options.kv_dtype == "auto" else options.kv_dtype
+    dtype = _cache_dtype(config, options)
     converted: dict[int, KVCacheSpec | MambaSpec] = {}  # by identity: few spec objects
     out: list[Layer] = []
     mtp = config.mtp_layers if options.mtp else []
@@ -125,6 +126,31 @@ def _attention_dtype(spec: KVCacheSpec, dtype: str | None, where: str) -> str:
     return dtype
 
 
+def _cache_dtype(config: ModelConfig, options: PlanOptions) -> str | None:
+    """The attention cache dtype (None: each layer's own), with the checkpoint's declared
+    KV-cache quantization applied as the release applies it."""
+    given = None if options.kv_dtype == "auto" else options.kv_dtype
+    declared, rules = config.checkpoint_kv, options.rules
+    if declared is None:
+        return given
+    if declared.kind == "modelopt":
+        if given is None and rules.modelopt_kv_dtype:
+            return declared.dtype
+        return given
+    if rules.kv_scheme_fp8 == "always":
+        return declared.dtype
+    if given is not None:
+        return given
+    if rules.kv_scheme_fp8 == "auto":
+        return declared.dtype
+    raise InputError(
+        f"{config.name}: the checkpoint declares a KV-cache quantization ({declared.source}); "
+        f"how vLLM {rules.release} sizes its cache under --kv-cache-dtype auto is not mirrored",
+        hint="pass the --kv-cache-dtype the engine runs it with (e.g. fp8), or plan with "
+        "--vllm-version 0.22 or newer",
+    )
+
+
 def _release_ssm_dtype(config: ModelConfig, spec: MambaSpec, rules: EngineRules) -> str:
     """The SSM-state dtype the engine of ``rules`` picks for this model type by default."""
     chosen = spec.dtype if config.ssm_dtype_by_release else spec.ssm_dtype
@@ -154,3 +180,22 @@ def _draft_layers(layers: list[Layer], count: int) -> list[Layer]:
     return [
         Layer(f"drafter.layers.{i}.self_attn.attn", target, None, "draft") for i in range(count)
     ]
+
+
+def batched_tokens(config: ModelConfig, options: PlanOptions) -> tuple[int, Finding | None]:
+    """``max_num_batched_tokens`` as the engine runs it: an unset value is raised to the
+    largest multimodal item of a multimodal prefix-LM model (0.22+, ``vllm/engine/
+    arg_utils.py``: "Raising max_num_batched_tokens from … to … to accommodate 'video'")."""
+    given, item = options.max_num_batched_tokens, config.mm_item_tokens
+    if not (options.max_num_batched_tokens_default and item and item > given):
+        return given, None
+    if not options.rules.mm_prefix_batch_floor:
+        return given, None
+    note = Finding(
+        "max-num-batched-tokens",
+        "info",
+        f"vLLM {options.rules.release} raises max_num_batched_tokens from {given:,} to "
+        f"{item:,} so that one video (32 frames) of this multimodal model fits one batch",
+        hint="pass --max-num-batched-tokens to plan another value",
+    )
+    return item, note

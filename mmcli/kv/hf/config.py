@@ -16,6 +16,7 @@ from mmcli.findings import Finding
 from mmcli.kv.hf.context import assumed_length, context_length
 from mmcli.kv.hf.keys import refuse_unmodelled
 from mmcli.kv.hf.layouts import HYBRID, PARALLEL_HYBRID, layer_kinds, sliding_window
+from mmcli.kv.hf.quant import checkpoint_kv
 from mmcli.kv.hf.sharing import hf_layer_name, hf_sharing
 from mmcli.kv.hf.states import ssm_dtype_rules, state_spec
 from mmcli.kv.inputs.values import optional_int, shown, string, type_name
@@ -313,4 +314,22 @@ def parse_hf_config(doc: dict[str, Any], *, default_name: str, where: str) -> Mo
         attention_k_eq_v=bool(k_eq_v),
         decoder_index=decoder_index,
         context=context,
+        checkpoint_kv=checkpoint_kv(doc, text, where),
+        mm_item_tokens=_mm_item_tokens(doc, text, model_type),
     )
+
+
+#: Gemma 4's largest multimodal item: a video of 32 sampled frames, each at most 70 soft
+#: tokens plus begin/end and ~6 timestamp tokens (vLLM's gemma4_mm.py ``_VIDEO_MAX_FRAMES``,
+#: ``_VIDEO_MAX_SOFT_TOKENS``; an image takes at most 280, audio fewer).
+GEMMA4_VIDEO_TOKENS = 32 * (70 + 2 + 6)
+
+
+def _mm_item_tokens(doc: dict[str, Any], text: dict[str, Any], model_type: str) -> int | None:
+    """The tokens of the largest multimodal item of a multimodal prefix-LM model, which
+    vLLM fits into one batch; None for any other model."""
+    multimodal = text is not doc and isinstance(doc.get("vision_config"), dict)
+    vision_prefix = text.get("use_bidirectional_attention") == "vision"
+    if multimodal and vision_prefix and model_type.startswith("gemma4"):
+        return GEMMA4_VIDEO_TOKENS
+    return None

@@ -101,15 +101,14 @@ KEYS_REFUSED: dict[str, str] = {
     "is_encoder_decoder": "an encoder-decoder model, whose cross-attention cache mmcli does "
     "not plan",
     "is_causal": "bidirectional (encoder-only) attention, which keeps no decoder KV cache",
-    "use_bidirectional_attention": "bidirectional attention (the window is halved and the "
-    "layers are encoder-only)",
+    "use_bidirectional_attention": "bidirectional attention over the whole sequence (the "
+    "window is halved and the layers are encoder-only)",
     "index_topk": "a sparse-attention indexer (DeepSeek V3.2), whose indexer cache mmcli "
     "does not plan",
     "index_head_dim": "a sparse-attention indexer (DeepSeek V3.2), whose indexer cache mmcli "
     "does not plan",
     "interleaved_sliding_window": "an interleaved sliding-window layout mmcli does not mirror",
     "dual_chunk_attention_config": "dual-chunk attention, whose cache layout mmcli does not plan",
-    "kv_cache_scheme": "a quantized KV-cache scheme from the checkpoint",
     "num_memory_tokens": "memory tokens kept beside the sequence",
 }
 
@@ -205,6 +204,11 @@ KEYS_IGNORED: frozenset[str] = frozenset(
 def _is_set(key: str, value: Any) -> bool:
     if key == "is_causal":
         return value is False
+    if key == "use_bidirectional_attention" and value == "vision":
+        # Gemma 4: two-way attention over image spans only; the cache is an ordinary decoder
+        # cache (vLLM's Gemma4 model, transformers' Gemma4TextConfig: only "all" halves the
+        # window and turns is_causal off).
+        return False
     return value is not None and value is not False and value != 0 and value != [] and value != {}
 
 

@@ -90,7 +90,7 @@ def ssm_dtype_rules(
     if model_type.startswith("qwen3_5") and text.get("mamba_ssm_dtype") is not None:
         named = string(text["mamba_ssm_dtype"], f"{where}: mamba_ssm_dtype")
         dtype = kv_dtype(named, where=f"{where}: mamba_ssm_dtype")
-        return dtype, (("0.18", dtype),)
+        return dtype, (("0.17", dtype),)  # Qwen3_5ForConditionalGenerationConfig, 0.17.0
     return model_dtype, ()
 
 
