@@ -109,8 +109,10 @@ def sglang_cell(
                     "pass --kv-dtype fp8_e4m3 (or the dtype the log names)",
                 )
         dtype_bytes = KV_DTYPE_BYTES[spec.dtype]
+    elif kv_dtype in KV_CACHE_DTYPES or kv_dtype in KV_DTYPE_BYTES:
+        dtype_bytes = KV_CACHE_DTYPES.get(kv_dtype) or KV_DTYPE_BYTES[kv_dtype]
     else:
-        dtype_bytes = KV_CACHE_DTYPES.get(kv_dtype, 0) or KV_DTYPE_BYTES[kv_dtype]
+        raise _refuse(f"KV cache dtype {kv_dtype} is not mirrored", "use auto or fp8")
     heads = 1 if mla else max(1, spec.num_kv_heads // tp)
     sliding = sum(1 for s in attention if s.attention in ("sliding", "chunked"))
     return Cell(len(attention), heads, spec.head_size, dtype_bytes, mla, sliding)

@@ -77,8 +77,10 @@ def bytes_per_token(
                 hint="pass --kv-dtype fp8 (or the KV dtype the engine was built with)",
             )
         dtype_bytes = KV_DTYPE_BYTES[spec.dtype]
-    else:
+    elif kv_dtype in KV_DTYPE_BYTES:
         dtype_bytes = KV_DTYPE_BYTES[kv_dtype]
+    else:
+        raise _refuse(f"KV cache dtype {kv_dtype} is not mirrored", hint="use auto or fp8")
     if mla:
         return spec.head_size * len(attention) * dtype_bytes, True
     if spec.num_kv_heads % tp:

@@ -1,0 +1,237 @@
+"""``kv-share plan --engine sglang|trtllm|all``: other engines' pools, one column per engine.
+
+The options are declared here once (``Annotated`` aliases) and the plan command passes them
+through; the figures come from :mod:`mmcli.kv.sglang`, :mod:`mmcli.kv.trtllm` and, for
+``all``, the vLLM plan (:mod:`mmcli.kv.vllm_figures`). Every figure is shown with its engine
+and release; an estimate says so in its cell and its reason under the table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from mmcli.cli._output import OutputFormat, emit_json, stdout
+from mmcli.errors import EXIT_FINDINGS, EXIT_OK, InputError
+
+if TYPE_CHECKING:
+    from mmcli.kv.figures import EngineFigures
+    from mmcli.kv.gpus import GPU
+
+ENGINES = ("vllm", "sglang", "trtllm", "all")
+
+EngineOpt = Annotated[
+    str,
+    typer.Option(
+        "--engine",
+        help="Plan for vllm (default), sglang, trtllm, or all three side by side.",
+    ),
+]
+SglangVersionOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--sglang-version",
+        help="With --engine sglang/all: the SGLang release (0.4.6, 0.4.7, 0.4.9, 0.5.3, 0.5.4; "
+        "default 0.5.4).",
+    ),
+]
+TrtllmVersionOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--trtllm-version",
+        help="With --engine trtllm/all: the TensorRT-LLM release (0.13: C++ runtime; 1.1: "
+        "PyTorch backend, the default).",
+    ),
+]
+MemFractionOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--mem-fraction-static",
+        help="With --gpu: SGLang's mem_fraction_static (default: the release's own choice).",
+    ),
+]
+PageSizeOpt = Annotated[
+    int | None, typer.Option("--page-size", help="SGLang's --page-size (default 1).")
+]
+TokensPerBlockOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--tokens-per-block",
+        help="TensorRT-LLM's tokens per block (default: 64 in 0.13 engines, 32 in 1.1).",
+    ),
+]
+FreeFractionOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--free-gpu-memory-fraction",
+        help="TensorRT-LLM's free_gpu_memory_fraction (default 0.9).",
+    ),
+]
+
+
+@dataclass(frozen=True)
+class EngineArgs:
+    """The engine options of one ``kv-share plan`` call."""
+
+    engine: str = "vllm"
+    sglang_version: str | None = None
+    trtllm_version: str | None = None
+    mem_fraction_static: float | None = None
+    page_size: int | None = None
+    tokens_per_block: int | None = None
+    free_gpu_memory_fraction: float | None = None
+
+    def __post_init__(self) -> None:
+        name = self.engine.strip().lower()
+        if name not in ENGINES:
+            raise InputError(
+                f"--engine must be one of {', '.join(ENGINES)}, got {self.engine!r}",
+                hint="e.g. --engine all for vLLM, SGLang and TensorRT-LLM side by side",
+            )
+        object.__setattr__(self, "engine", name)
+        for option, value in (
+            ("--page-size", self.page_size),
+            ("--tokens-per-block", self.tokens_per_block),
+        ):
+            if value is not None and value <= 0:
+                raise InputError(
+                    f"{option} must be a positive integer, got {value}", hint=f"e.g. {option} 64"
+                )
+
+    @property
+    def wants(self) -> tuple[str, ...]:
+        """The engines to plan, in column order."""
+        return ("vllm", "sglang", "trtllm") if self.engine == "all" else (self.engine,)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What the command line says about memory: --memory, or --gpu with --weights."""
+
+    memory_bytes: int | None
+    gpu: GPU | None
+    weights_bytes: int | None
+
+
+def other_engine(
+    name: str,
+    config_path: Path,
+    args: EngineArgs,
+    budget: Budget,
+    *,
+    tp: int,
+    pp: int,
+    kv_dtype: str,
+    max_model_len: int | None,
+) -> EngineFigures:
+    """SGLang's or TensorRT-LLM's figures for the model at ``config_path``."""
+    from mmcli.kv.config import load_config, read_document
+
+    config = load_config(config_path)
+    doc = read_document(config_path) if config.source == "hf" else {}
+    gpu_bytes = budget.gpu.total_bytes if budget.gpu is not None else None
+    gpu_name = budget.gpu.name if budget.gpu is not None else ""
+    if name == "sglang":
+        from mmcli.kv.sglang import SglangOptions, plan_sglang
+
+        return plan_sglang(
+            config,
+            doc,
+            SglangOptions(
+                release=args.sglang_version,
+                tp=tp,
+                pp=pp,
+                memory_bytes=budget.memory_bytes,
+                gpu_bytes=gpu_bytes,
+                gpu_name=gpu_name,
+                weights_bytes=budget.weights_bytes,
+                mem_fraction_static=args.mem_fraction_static,
+                page_size=args.page_size or 1,
+                page_size_given=args.page_size is not None,
+                kv_dtype=kv_dtype,
+                max_model_len=max_model_len,
+            ),
+        )
+    from mmcli.kv.trtllm import TrtllmOptions, plan_trtllm
+
+    return plan_trtllm(
+        config,
+        doc,
+        TrtllmOptions(
+            release=args.trtllm_version,
+            tp=tp,
+            pp=pp,
+            memory_bytes=budget.memory_bytes,
+            gpu_bytes=gpu_bytes,
+            gpu_name=gpu_name,
+            weights_bytes=budget.weights_bytes,
+            free_gpu_memory_fraction=args.free_gpu_memory_fraction,
+            tokens_per_block=args.tokens_per_block,
+            kv_dtype=kv_dtype,
+            max_model_len=max_model_len,
+        ),
+    )
+
+
+def _cell(name: str, value: int | float | None, estimate: bool) -> str:
+    if value is None:
+        return "–"
+    if name == "budget_bytes":
+        text = f"{value / 2**30:.2f} GiB"
+    elif name == "max_concurrency":
+        text = f"{value:.2f}×"
+    else:
+        text = f"{int(value):,}"
+        text += " B" if name == "bytes_per_token" else ""
+    return f"{text} (estimate)" if estimate else text
+
+
+def render_engines(model: str, results: list[EngineFigures], output_format: OutputFormat) -> int:
+    """Print the engines' figures (a table, or one JSON document); returns the exit code."""
+    from mmcli.kv.figures import FIGURE_LABELS
+
+    exit_code = EXIT_FINDINGS if any(r.refusal for r in results) else EXIT_OK
+    if output_format is OutputFormat.json:
+        emit_json(
+            {"model": model, "engines": [r.to_json() for r in results], "exit_code": exit_code}
+        )
+        return exit_code
+    out = stdout()
+    table = Table(title=f"KV pool per GPU · {escape(model)}")
+    table.add_column("figure")
+    for result in results:
+        table.add_column(escape(result.label), justify="right")
+    for name, label in FIGURE_LABELS.items():
+        if not any(name in r.figures for r in results):
+            continue
+        cells = []
+        for r in results:
+            figure = r.figures.get(name)
+            cells.append(
+                "–" if figure is None else _cell(name, figure.value, figure.estimate is not None)
+            )
+        table.add_row(label, *cells)
+    out.print(table)
+    for result in results:
+        lines: list[str] = [f"budget: {result.budget_source}", f"reserves: {result.reserves}"]
+        lines += [f"ESTIMATE: {reason}" for reason in result.estimates]
+        lines += [f"note: {note}" for note in result.notes]
+        lines += [f"would print: {line}" for line in result.log_lines]
+        if result.refusal:
+            lines.append(f"error engine-refuses: {result.refusal}")
+        out.print(f"{escape(result.label)}:")
+        for line in lines:
+            out.print(f"  {escape(line)}", soft_wrap=True)
+    return exit_code
+
+
+def as_budget(memory: int | None, gpu: str | None, weights: int | None) -> Budget:
+    """The budget options, resolved (a GPU by name)."""
+    from mmcli.kv.gpus import resolve_gpu
+
+    return Budget(memory, resolve_gpu(gpu) if gpu is not None else None, weights)
