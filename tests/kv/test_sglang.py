@@ -15,7 +15,7 @@ import pytest
 from hf_configs import gemma
 
 from mmcli.errors import InputError
-from mmcli.kv.config import load_config, read_document
+from mmcli.kv.inputs.layer_config import load_config, read_document
 from mmcli.kv.sglang import RELEASES, SglangOptions, plan_sglang, sglang_rules
 from mmcli.kv.sglang.budget import default_fraction
 

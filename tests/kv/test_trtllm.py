@@ -10,7 +10,7 @@ import pytest
 from hf_configs import gemma
 
 from mmcli.errors import InputError
-from mmcli.kv.config import load_config, read_document
+from mmcli.kv.inputs.layer_config import load_config, read_document
 from mmcli.kv.trtllm import TrtllmOptions, plan_trtllm, trtllm_rules
 
 CONFIGS = Path(__file__).parent / "configs"

@@ -130,7 +130,7 @@ def other_engine(
     max_model_len: int | None,
 ) -> EngineFigures:
     """SGLang's or TensorRT-LLM's figures for the model at ``config_path``."""
-    from mmcli.kv.config import load_config, read_document
+    from mmcli.kv.inputs.layer_config import load_config, read_document
 
     config = load_config(config_path)
     doc = read_document(config_path) if config.source == "hf" else {}

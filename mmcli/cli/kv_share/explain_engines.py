@@ -18,9 +18,9 @@ def explain_engine_log(
     log_path: Path, config_path: Path, max_bytes: int, output_format: OutputFormat
 ) -> int | None:
     """Explain the log if it is SGLang's or TensorRT-LLM's; the exit code, or None if not."""
-    from mmcli.kv.config import load_config, read_document
-    from mmcli.kv.engine_explain import explain_sglang, explain_trtllm
-    from mmcli.kv.engine_logs import SglangLog, read_engine_log
+    from mmcli.kv.explain.engine_logs import SglangLog, read_engine_log
+    from mmcli.kv.explain.engines import explain_sglang, explain_trtllm
+    from mmcli.kv.inputs.layer_config import load_config, read_document
 
     log = read_engine_log(log_path, max_bytes)
     if log is None:

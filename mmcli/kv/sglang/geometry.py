@@ -3,8 +3,8 @@
 SGLang keeps one pool slot per token in every layer (``MHATokenToKVPool``: K and V of
 ``kv_heads/tp × head_dim`` per layer; ``MLATokenToKVPool``: one latent of ``kv_lora_rank +
 qk_rope_head_dim``, not split by tp). The layers come from mmcli's reading of the config
-(:func:`mmcli.kv.config.load_config`); what SGLang does differently for a model that mmcli does
-not mirror is refused here, naming it.
+(:func:`mmcli.kv.inputs.layer_config.load_config`); what SGLang does differently for a model
+that mmcli does not mirror is refused here, naming it.
 """
 
 from __future__ import annotations

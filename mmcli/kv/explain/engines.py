@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mmcli.errors import InputError
-from mmcli.kv.engine_logs import SglangLog, TrtllmLog
+from mmcli.kv.explain.engine_logs import SglangLog, TrtllmLog
 from mmcli.kv.model import ModelConfig
 from mmcli.kv.sglang import SglangOptions, plan_sglang, sglang_rules
 from mmcli.kv.sglang.geometry import KV_CACHE_DTYPES, sglang_cell

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mmcli.kv.config import load_config, read_document
-from mmcli.kv.engine_explain import explain_sglang, explain_trtllm
-from mmcli.kv.engine_logs import (
+from mmcli.kv.explain.engine_logs import (
     MAX_LINE,
     SglangLog,
     TrtllmLog,
@@ -19,8 +17,10 @@ from mmcli.kv.engine_logs import (
     parse_trtllm_log,
     read_engine_log,
 )
+from mmcli.kv.explain.engines import explain_sglang, explain_trtllm
+from mmcli.kv.inputs.layer_config import load_config, read_document
 
-CONFIGS = Path(__file__).parent / "configs"
+CONFIGS = Path(__file__).parents[1] / "configs"
 QWEN3_235B = CONFIGS / "Qwen--Qwen3-235B-A22B-FP8.json"
 QWEN15_7B = CONFIGS / "Qwen--Qwen1.5-7B.json"
 
