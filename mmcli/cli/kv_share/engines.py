@@ -21,7 +21,7 @@ from mmcli.errors import EXIT_FINDINGS, EXIT_OK, InputError
 
 if TYPE_CHECKING:
     from mmcli.kv.figures import EngineFigures
-    from mmcli.kv.gpus import GPU
+    from mmcli.kv.whatif.gpus import GPU
 
 ENGINES = ("vllm", "sglang", "trtllm", "all")
 
@@ -232,6 +232,6 @@ def render_engines(model: str, results: list[EngineFigures], output_format: Outp
 
 def as_budget(memory: int | None, gpu: str | None, weights: int | None) -> Budget:
     """The budget options, resolved (a GPU by name)."""
-    from mmcli.kv.gpus import resolve_gpu
+    from mmcli.kv.whatif.gpus import resolve_gpu
 
     return Budget(memory, resolve_gpu(gpu) if gpu is not None else None, weights)
