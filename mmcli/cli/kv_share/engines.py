@@ -21,6 +21,8 @@ from mmcli.errors import EXIT_FINDINGS, EXIT_OK, InputError
 
 if TYPE_CHECKING:
     from mmcli.kv.figures import EngineFigures
+    from mmcli.kv.options import PlanOptions
+    from mmcli.kv.result import KVPlan
     from mmcli.kv.whatif.gpus import GPU
 
 ENGINES = ("vllm", "sglang", "trtllm", "all")
@@ -94,6 +96,7 @@ class EngineArgs:
                 hint="e.g. --engine all for vLLM, SGLang and TensorRT-LLM side by side",
             )
         object.__setattr__(self, "engine", name)
+        self._check_owners()
         for option, value in (
             ("--page-size", self.page_size),
             ("--tokens-per-block", self.tokens_per_block),
@@ -102,6 +105,31 @@ class EngineArgs:
                 raise InputError(
                     f"{option} must be a positive integer, got {value}", hint=f"e.g. {option} 64"
                 )
+
+    def _check_owners(self) -> None:
+        """An option of an engine that is not planned is refused, naming its engine."""
+        owners = {
+            "sglang": (
+                ("--sglang-version", self.sglang_version),
+                ("--mem-fraction-static", self.mem_fraction_static),
+                ("--page-size", self.page_size),
+            ),
+            "trtllm": (
+                ("--trtllm-version", self.trtllm_version),
+                ("--tokens-per-block", self.tokens_per_block),
+                ("--free-gpu-memory-fraction", self.free_gpu_memory_fraction),
+            ),
+        }
+        for owner, options in owners.items():
+            if owner in self.wants:
+                continue
+            for option, value in options:
+                if value is not None:
+                    name = {"sglang": "SGLang", "trtllm": "TensorRT-LLM"}[owner]
+                    raise InputError(
+                        f"{option} is a {name} option; it does not apply to --engine {self.engine}",
+                        hint=f"add --engine {owner} (or all), or drop {option}",
+                    )
 
     @property
     def wants(self) -> tuple[str, ...]:
@@ -217,6 +245,8 @@ def render_engines(model: str, results: list[EngineFigures], output_format: Outp
             )
         table.add_row(label, *cells)
     out.print(table)
+    if len(results) > 1 and any(r.budget_source.startswith("--memory") for r in results):
+        out.print("--memory is given to each engine as its own budget figure (see 'budget' below)")
     for result in results:
         lines: list[str] = [f"budget: {result.budget_source}", f"reserves: {result.reserves}"]
         lines += [f"ESTIMATE: {reason}" for reason in result.estimates]
@@ -235,3 +265,61 @@ def as_budget(memory: int | None, gpu: str | None, weights: int | None) -> Budge
     from mmcli.kv.whatif.gpus import resolve_gpu
 
     return Budget(memory, resolve_gpu(gpu) if gpu is not None else None, weights)
+
+
+def run_engines(
+    args: EngineArgs,
+    config_path: Path,
+    options: PlanOptions,
+    gpu: str | None,
+    weights: str | None,
+    output_format: OutputFormat,
+    *,
+    vllm: KVPlan | None = None,
+) -> int:
+    """Plan the engines ``args`` asks for (``vllm``: its plan, for ``all``), print, exit code."""
+    from mmcli.kv.vllm_figures import vllm_figures
+
+    weights_bytes = None
+    if weights is not None:
+        from mmcli.cli.kv_share.budget import weights_total
+
+        weights_bytes = weights_total(weights)
+    # With --gpu, vLLM's plan ran on its own estimate; the others estimate from the GPU.
+    memory = options.memory_bytes if gpu is None else None
+    budget = as_budget(memory, gpu, weights_bytes)
+    results = []
+    for name in args.wants:
+        if name == "vllm":
+            assert vllm is not None
+            reason = None
+            if gpu is not None:
+                reason = "estimate: vLLM profiles its activation peak; mmcli's --gpu estimate "
+                reason += "takes a fixed reserve for it"
+            results.append(vllm_figures(vllm, estimate=reason))
+            continue
+        results.append(
+            other_engine(
+                name,
+                config_path,
+                args,
+                budget,
+                tp=options.tensor_parallel_size,
+                pp=options.pipeline_parallel_size,
+                kv_dtype=options.kv_dtype,
+                max_model_len=options.max_model_len,
+            )
+        )
+    return render_engines(config_path.name, results, output_format)
+
+
+def refuse_vllm_only(args: EngineArgs, given: dict[str, object]) -> None:
+    """Options only the vLLM plan has, refused for another engine (naming the first)."""
+    if args.engine == "vllm":
+        return
+    for option, value in given.items():
+        if value not in (None, False):
+            raise InputError(
+                f"{option} is a vLLM option; it does not apply to --engine {args.engine}",
+                hint="drop it, or plan with --engine vllm",
+            )

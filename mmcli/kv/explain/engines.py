@@ -196,7 +196,7 @@ def explain_trtllm(config: ModelConfig, doc: dict[str, Any], log: TrtllmLog) -> 
         f"the log's memory line is the {which}'s; planned at {available:.2f} ± 0.005 GiB",
         f"tp {tp}: "
         + ("the one whose bytes per token reproduce the log" if inferred else "assumed"),
-        *low.notes,
+        *(note for note in low.notes if "pass --" not in note),
     ]
     if log.tokens_per_block is None:
         notes.append("the log prints no tokens per block: the release default is assumed")
