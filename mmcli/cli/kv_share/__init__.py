@@ -282,6 +282,12 @@ def plan(
     )
     given = {"--map": map_path, "--sweep": sweep, "--emit-map": emit_map}
     eng.refuse_vllm_only(engines, {**given, "--max-model-len auto": length == "auto"})
+    vllm_args = {"--block-size": block_size, "--vllm-version": vllm_version, "--mtp": mtp}
+    vllm_args |= {"--enable-prefix-caching": enable_prefix_caching, "--max-num-seqs": max_num_seqs}
+    vllm_args |= {"--num-gpu-blocks-override": num_gpu_blocks_override, "--strict": strict}
+    vllm_args |= {"--disable-hybrid-kv-cache-manager": disable_hybrid}
+    if engines.engine in ("sglang", "trtllm"):  # with all, they shape vLLM's column
+        eng.refuse_vllm_only(engines, {**vllm_args, "--num-draft-layers": num_draft_layers})
     if plot is not None and sweep is None:
         raise InputError("--plot needs --sweep", hint="e.g. --sweep max-model-len=4K..128K")
     est = None
