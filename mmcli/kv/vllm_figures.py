@@ -26,7 +26,7 @@ def vllm_figures(plan: KVPlan, *, estimate: str | None) -> EngineFigures:
         "max_concurrency": Figure(side.max_concurrency, estimate),
     }
     source = "--memory: 'Available KV cache memory'" if estimate is None else "estimate from --gpu"
-    reserves = "what 1 − gpu_memory_utilization leaves, the weights and the profiled activation "
+    reserves = "1 − gpu_memory_utilization of the GPU, the weights and the profiled activation "
     reserves += "peak; the pool is the rest"
     refusal = None
     for finding in plan.findings:

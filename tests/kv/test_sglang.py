@@ -150,7 +150,7 @@ def test_gpu_budget_is_an_estimate() -> None:
     assert result.figures["pool_tokens"].estimate is not None
     assert result.figures["bytes_per_token"].estimate is None
     assert result.to_json()["figures"]["pool_tokens"]["exact"] is False
-    assert "0.823" in result.budget_source
+    assert "0.823" in result.reserves
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich import box
 from rich.markup import escape
 from rich.table import Table
 
@@ -230,7 +231,8 @@ def render_engines(model: str, results: list[EngineFigures], output_format: Outp
         )
         return exit_code
     out = stdout()
-    table = Table(title=f"KV pool per GPU · {escape(model)}")
+    title = f"KV pool per GPU · {escape(model)}"
+    table = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     table.add_column("figure")
     for result in results:
         table.add_column(escape(result.label), justify="right")
@@ -245,19 +247,32 @@ def render_engines(model: str, results: list[EngineFigures], output_format: Outp
             )
         table.add_row(label, *cells)
     out.print(table)
-    if len(results) > 1 and any(r.budget_source.startswith("--memory") for r in results):
-        out.print("--memory is given to each engine as its own budget figure (see 'budget' below)")
+    if len(results) > 1:
+        # Side by side: the table, and what makes a column uncertain or fail; each engine's
+        # budget, reserves and start-up lines are in its own plan and in the JSON.
+        if any(r.budget_source.startswith("--memory") for r in results):
+            out.print("--memory is each engine's own budget figure (docs/kv-share-engines.md)")
+        for result in results:
+            for line in _flags(result):
+                out.print(f"{escape(result.label)}: {escape(line)}", soft_wrap=True)
+        return exit_code
     for result in results:
         lines: list[str] = [f"budget: {result.budget_source}", f"reserves: {result.reserves}"]
-        lines += [f"ESTIMATE: {reason}" for reason in result.estimates]
         lines += [f"note: {note}" for note in result.notes]
-        lines += [f"would print: {line}" for line in result.log_lines]
-        if result.refusal:
-            lines.append(f"error engine-refuses: {result.refusal}")
+        printed = "would print (estimate)" if result.estimates else "would print"
+        lines += [f"{printed}: {line}" for line in result.log_lines]
         out.print(f"{escape(result.label)}:")
-        for line in lines:
+        for line in [*lines, *_flags(result)]:
             out.print(f"  {escape(line)}", soft_wrap=True)
     return exit_code
+
+
+def _flags(result: EngineFigures) -> list[str]:
+    """Why a column is an estimate, and why its engine would not start."""
+    lines = [f"ESTIMATE: {r.removeprefix('estimate: ')}" for r in result.estimates]
+    if result.refusal:
+        lines.append(f"error engine-refuses: {result.refusal}")
+    return lines
 
 
 def as_budget(memory: int | None, gpu: str | None, weights: int | None) -> Budget:

@@ -115,14 +115,13 @@ def explain_sglang(config: ModelConfig, doc: dict[str, Any], log: SglangLog) -> 
     notes = [
         f"cell: {cell.bytes_per_token:,} B per token per rank at tp {tp} "
         f"({cell.layers} layers); the pool budget behind #tokens {tokens:,} is "
-        f"{tokens * cell.bytes_per_token / _GIB:.3f}–"
-        f"{(tokens + page) * cell.bytes_per_token / _GIB:.3f} GiB",
+        f"{tokens * cell.bytes_per_token:,}–{(tokens + page) * cell.bytes_per_token - 1:,} B",
         "the log names no SGLang release; these figures are equal in every release read",
         *plan.notes,
     ]
     if log.context_len is None:
         notes.append("the log has no context_len: max_running_requests is not compared")
-    return EngineExplanation("sglang", "any read", config.name, rows, notes)
+    return EngineExplanation("sglang", "0.4.6.post5–0.5.4", config.name, rows, notes)
 
 
 def _infer_tp(

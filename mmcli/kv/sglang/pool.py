@@ -108,8 +108,7 @@ def _budget(
     if multimodal and options.mem_fraction_static is None:
         reason += "; the vision-model adjustment of the default fraction is applied as if "
         reason += "SGLang treats this architecture as multimodal"
-    source = f"estimate from --gpu {options.gpu_name} and --weights, mem_fraction_static "
-    source += f"{fraction.value:.3f} ({fraction.why})"
+    source = f"estimate from --gpu {options.gpu_name} and --weights"
     return rest, Figure(rest, reason), source, fraction
 
 
