@@ -180,3 +180,20 @@ def test_unmirrored_cases_are_refused(config: str, options: dict[str, Any], mess
 def test_no_budget_is_refused() -> None:
     with pytest.raises(InputError, match="no KV budget"):
         plan(QWEN3_235B, tp=4)
+
+
+def test_mla_pool_matches_a_published_log(tmp_path: Path) -> None:
+    # sglang#14071 (description): a 2-layer DeepSeek-V3 ("MLA(kv_lora=512, rope=64) layers=2
+    # … 2.25KB/tok … rest=35.9GB max_tokens=16725761", context_len=163840) started with
+    # --max-total-tokens 60000: "KV Cache is allocated. #tokens: 60000, KV size: 0.13 GB,
+    # layout=(60001, 1, 576)" — 60,000 tokens plus one page of slots.
+    doc = json.loads((CONFIGS / "deepseek-ai--DeepSeek-R1.as-DeepSeek-V3.json").read_text())
+    path = write(tmp_path, {**doc, "num_hidden_layers": 2})
+    # "rest=35.9GB" is printed to 0.1 GiB: the logged token count lies between the plans
+    # of the interval's ends.
+    low, high = (plan(path, memory_bytes=int(g * GiB)) for g in (35.85, 35.95))
+    assert low.value("bytes_per_token") == 2304  # 576 × 2 layers × 2 B = 2.25 KiB
+    assert int(low.value("pool_tokens") or 0) <= 16_725_761 <= int(high.value("pool_tokens") or 0)
+    capped = plan(path, memory_bytes=int(35.9 * GiB), max_total_tokens=60_000)
+    assert capped.value("pool_tokens") == 60_000
+    assert capped.log_lines[0] == "KV Cache is allocated. #tokens: 60000, KV size: 0.13 GB"
