@@ -51,6 +51,8 @@ class EngineFigures:
     notes: list[str] = field(default_factory=list)
     #: Why the engine would not start with this budget (None: it starts).
     refusal: str | None = None
+    #: What it keeps back, in a few words (the table's "kept back" row).
+    kept_back: str = ""
 
     @property
     def label(self) -> str:
@@ -90,6 +92,7 @@ class EngineFigures:
             "figures": figures,
             "budget_source": self.budget_source,
             "reserves": self.reserves,
+            "kept_back": self.kept_back,
             "log_lines": list(self.log_lines),
             "notes": list(self.notes),
             "refusal": self.refusal,

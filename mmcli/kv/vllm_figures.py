@@ -33,4 +33,7 @@ def vllm_figures(plan: KVPlan, *, estimate: str | None) -> EngineFigures:
         if finding.code == "memory-too-small":
             refusal = f"vLLM refuses to start: {finding.message}"
     notes = [] if side.max_tokens is None else ["pool tokens: the 'GPU KV cache size' it prints"]
-    return EngineFigures("vllm", release, figures, source, reserves, notes=notes, refusal=refusal)
+    kept = "1−util + peak"
+    return EngineFigures(
+        "vllm", release, figures, source, reserves, notes=notes, refusal=refusal, kept_back=kept
+    )

@@ -246,6 +246,7 @@ def render_engines(model: str, results: list[EngineFigures], output_format: Outp
                 "–" if figure is None else _cell(name, figure.value, figure.estimate is not None)
             )
         table.add_row(label, *cells)
+    table.add_row("kept back", *(escape(r.kept_back or "–") for r in results))
     out.print(table)
     if len(results) > 1:
         # Side by side: the table, and what makes a column uncertain or fail; each engine's

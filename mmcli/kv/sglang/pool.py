@@ -188,8 +188,16 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
             figures["max_concurrency"] = Figure(conc, estimate or context_estimate)
     figures["max_running_requests"] = Figure(running, estimate or context_estimate)
     reserves = _reserves(rules, fraction)
+    kept = "1−mem_frac" if fraction is None else f"{1 - fraction.value:.1%} of GPU"
     result = EngineFigures(
-        "sglang", rules.release, figures, source, reserves, notes=notes, refusal=refusal
+        "sglang",
+        rules.release,
+        figures,
+        source,
+        reserves,
+        notes=notes,
+        refusal=refusal,
+        kept_back=kept,
     )
     if tokens > 0:
         result.log_lines = _log_lines(cell, tokens, page, running or 0, context)

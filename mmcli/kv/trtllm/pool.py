@@ -171,7 +171,14 @@ def plan_trtllm(config: ModelConfig, doc: dict[str, Any], options: TrtllmOptions
             "--tokens-per-block for an engine built otherwise"
         )
     result = EngineFigures(
-        "trtllm", rules.release, figures, source, reserves, notes=notes, refusal=refusal
+        "trtllm",
+        rules.release,
+        figures,
+        source,
+        reserves,
+        notes=notes,
+        refusal=refusal,
+        kept_back=f"{1 - fraction:.0%} of free",
     )
     if rules.path == "cpp" and blocks > 0:
         result.log_lines = [
