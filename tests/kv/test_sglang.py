@@ -197,3 +197,8 @@ def test_mla_pool_matches_a_published_log(tmp_path: Path) -> None:
     capped = plan(path, memory_bytes=int(35.9 * GiB), max_total_tokens=60_000)
     assert capped.value("pool_tokens") == 60_000
     assert capped.log_lines[0] == "KV Cache is allocated. #tokens: 60000, KV size: 0.13 GB"
+
+
+def test_non_positive_page_size_is_refused() -> None:
+    with pytest.raises(InputError, match="must be positive"):
+        plan(QWEN3_235B, tp=4, memory_bytes=GiB, page_size=0)

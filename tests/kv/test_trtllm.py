@@ -120,3 +120,8 @@ def test_releases() -> None:
     assert trtllm_rules("v1.1.0rc2").release == "1.1"
     with pytest.raises(InputError, match="TensorRT-LLM 0.12 is not mirrored"):
         trtllm_rules("0.12")
+
+
+def test_non_positive_sizes_are_refused() -> None:
+    with pytest.raises(InputError, match="must be positive"):
+        plan(QWEN15_7B, memory_bytes=GiB, tokens_per_block=0)

@@ -67,6 +67,11 @@ def _check(options: SglangOptions) -> None:
             "SGLang: pipeline parallelism is not mirrored (layers per stage)",
             hint="plan with --pipeline-parallel-size 1",
         )
+    if options.page_size <= 0 or options.tp <= 0:
+        raise InputError(
+            f"page size and tp must be positive, got {options.page_size} and {options.tp}",
+            hint="SGLang's --page-size defaults to 1",
+        )
     fraction = options.mem_fraction_static
     if fraction is not None and not 0 < fraction < 1:
         raise InputError(
@@ -76,7 +81,7 @@ def _check(options: SglangOptions) -> None:
 
 
 def _budget(
-    options: SglangOptions, rules: SglangRules, config: ModelConfig, doc: dict[str, Any]
+    options: SglangOptions, rules: SglangRules, doc: dict[str, Any]
 ) -> tuple[int, Figure, str, Fraction | None]:
     """The pool budget, as an exact or estimated figure, its source, and the fraction used."""
     if options.memory_bytes is not None:
@@ -147,7 +152,7 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
     rules = sglang_rules(options.release)
     _check(options)
     cell = sglang_cell(config, doc, rules, tp=options.tp, kv_dtype=options.kv_dtype)
-    rest, budget, source, fraction = _budget(options, rules, config, doc)
+    rest, budget, source, fraction = _budget(options, rules, doc)
     estimate = budget.estimate
     page = options.page_size
     raw = max(0, rest // cell.bytes_per_token)

@@ -95,6 +95,11 @@ def bytes_per_token(
 def _check(options: TrtllmOptions) -> None:
     if options.pp != 1:
         raise _refuse("pipeline parallelism is not mirrored", "plan with pp 1")
+    if options.tp <= 0 or (options.tokens_per_block is not None and options.tokens_per_block <= 0):
+        raise InputError(
+            "tp and tokens per block must be positive",
+            hint="TensorRT-LLM's tokens per block is 64 (0.13 engines) or 32 (1.1)",
+        )
     fraction = options.free_gpu_memory_fraction
     if fraction is not None and not 0 < fraction < 1:
         raise InputError(
