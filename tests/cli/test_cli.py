@@ -253,7 +253,7 @@ def test_usage_errors_are_one_error_line_and_a_hint(
         (
             ["kv-share", "plan", "samples/kv/toy.toml", "--tp", "3"],
             "error: No such option: --tp",
-            "hint: did you mean --tensor-parallel-size (-tp)?",
+            "hint: did you mean --tensor-parallel-size (-tp) or --tokens-per-block?",
         ),
         (
             ["kv-share", "plan", "samples/kv/toy.toml", "--tensor", "3"],

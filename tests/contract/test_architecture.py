@@ -39,6 +39,28 @@ FORBIDDEN = {
     ),
     "mmcli.kv.explain": ("mmcli.cli", "mmcli.kv.whatif"),
     "mmcli.kv.whatif": ("mmcli.cli", "mmcli.kv.explain"),
+    # Other engines' pools take a model's layers and return figures: they read no files and
+    # know nothing of vLLM's arithmetic, of explanations, or of each other.
+    "mmcli.kv.sglang": (
+        "mmcli.cli",
+        "mmcli.kv.hf",
+        "mmcli.kv.inputs",
+        "mmcli.kv.engine",
+        "mmcli.kv.explain",
+        "mmcli.kv.whatif",
+        "mmcli.kv.plan",
+        "mmcli.kv.trtllm",
+    ),
+    "mmcli.kv.trtllm": (
+        "mmcli.cli",
+        "mmcli.kv.hf",
+        "mmcli.kv.inputs",
+        "mmcli.kv.engine",
+        "mmcli.kv.explain",
+        "mmcli.kv.whatif",
+        "mmcli.kv.plan",
+        "mmcli.kv.sglang",
+    ),
     # The shared vocabulary sits under every room.
     "mmcli.errors": ("mmcli.",),
     "mmcli.findings": ("mmcli.",),

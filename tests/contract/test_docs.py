@@ -466,9 +466,10 @@ def test_links_between_pages_resolve() -> None:
 
 
 def test_readme_is_a_front_door() -> None:
-    """The README stays a short tour of about 10 KB; the manual lives in docs/."""
+    """The README stays a short tour of about 12 KB; the manual lives in docs/. (11 KiB
+    until it showed one model in three engines side by side, issue 24.)"""
     size = len((ROOT / "README.md").read_bytes())
-    assert size <= 11 * 1024, f"README.md is {size} bytes; move detail to docs/"
+    assert size <= 12 * 1024 + 256, f"README.md is {size} bytes; move detail to docs/"
 
 
 # --- the comparison is strict -------------------------------------------------------------

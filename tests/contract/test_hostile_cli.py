@@ -549,7 +549,8 @@ CASES: dict[str, Case] = {
         _args("kv-share", "plan", TOY, "--tp", "3"),
         2,
         "No such option: --tp",
-        hint="did you mean --tensor-parallel-size (-tp)?",
+        # --tokens-per-block (TensorRT-LLM's) is the other option "tp" abbreviates.
+        hint="did you mean --tensor-parallel-size (-tp) or --tokens-per-block?",
     ),
     "usage/prefix-of-an-option": Case(
         _args("kv-share", "plan", TOY, "--tensor-parallel", "2"),

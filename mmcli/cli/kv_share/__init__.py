@@ -10,6 +10,7 @@ import typer
 
 from mmcli.cli._boundary import guarded
 from mmcli.cli._output import OutputFormat, emit_json, stderr, stdout
+from mmcli.cli.kv_share import engines as eng
 from mmcli.cli.kv_share.explain import register_explain
 from mmcli.cli.options import FormatOpt
 from mmcli.errors import EXIT_FINDINGS, EXIT_OK, InputError
@@ -243,6 +244,13 @@ def plan(
     all_layers: Annotated[
         bool, typer.Option("--all-layers", help="One table row per layer (no folding).")
     ] = False,
+    engine: eng.EngineOpt = "vllm",
+    sglang_version: eng.SglangVersionOpt = None,
+    trtllm_version: eng.TrtllmVersionOpt = None,
+    mem_fraction_static: eng.MemFractionOpt = None,
+    page_size: eng.PageSizeOpt = None,
+    tokens_per_block: eng.TokensPerBlockOpt = None,
+    free_gpu_memory_fraction: eng.FreeFractionOpt = None,
     output_format: FormatOpt = OutputFormat.table,
 ) -> None:
     """Validate a KV-sharing map and plan the KV cache as the engine would build it.
@@ -263,6 +271,23 @@ def plan(
 
     partition = parse_partition(pp_layer_partition) if pp_layer_partition is not None else None
     length = parse_max_model_len(max_model_len)
+    engines = eng.EngineArgs(
+        engine,
+        sglang_version,
+        trtllm_version,
+        mem_fraction_static,
+        page_size,
+        tokens_per_block,
+        free_gpu_memory_fraction,
+    )
+    given = {"--map": map_path, "--sweep": sweep, "--emit-map": emit_map}
+    eng.refuse_vllm_only(engines, {**given, "--max-model-len auto": length == "auto"})
+    vllm_args = {"--block-size": block_size, "--vllm-version": vllm_version, "--mtp": mtp}
+    vllm_args |= {"--enable-prefix-caching": enable_prefix_caching, "--max-num-seqs": max_num_seqs}
+    vllm_args |= {"--num-gpu-blocks-override": num_gpu_blocks_override, "--strict": strict}
+    vllm_args |= {"--disable-hybrid-kv-cache-manager": disable_hybrid}
+    if engines.engine in ("sglang", "trtllm"):  # with all, they shape vLLM's column
+        eng.refuse_vllm_only(engines, {**vllm_args, "--num-draft-layers": num_draft_layers})
     if plot is not None and sweep is None:
         raise InputError("--plot needs --sweep", hint="e.g. --sweep max-model-len=4K..128K")
     est = None
@@ -272,13 +297,17 @@ def plan(
                 "give --memory (the exact KV memory) or --gpu (an estimate), not both",
                 hint="--memory is what vLLM logs as 'Available KV cache memory'",
             )
-        est = estimate(
-            gpu,
-            weights,
-            gpu_memory_utilization,
-            reserve,
-            tensor_parallel_size,
-            pipeline_parallel_size,
+        est = (
+            None
+            if engines.engine in ("sglang", "trtllm")
+            else estimate(
+                gpu,
+                weights,
+                gpu_memory_utilization,
+                reserve,
+                tensor_parallel_size,
+                pipeline_parallel_size,
+            )
         )
     elif weights is not None or reserve is not None:
         raise InputError(
@@ -316,6 +345,8 @@ def plan(
         allow_long_max_model_len=allow_long_max_model_len,
         max_num_batched_tokens_default=batched_default,
     )
+    if engines.engine in ("sglang", "trtllm"):
+        raise typer.Exit(eng.run_engines(engines, config, options, gpu, weights, output_format))
     target_device: Any = "meta"
     if device.strip().lower() != "meta":
         # Only a real device needs torch; the default meta check stays import-free and fast.
@@ -334,12 +365,19 @@ def plan(
         stderr().print(fit.message())
         options = replace(options, max_model_len=fit.fitted)
     if sweep is not None:
-        _sweep(model, options, sweep, plot, output_format, est)
+        from mmcli.cli.kv_share.chart import sweep_command
+
+        sweep_command(model, options, sweep, plot, output_format, est)
     result = plan_kv_cache(model, options, extra_findings=map_findings)
     aliasing = None if result.has_map_errors else check_aliasing(result, target_device)
     if emit_map is not None:
         written = write_map(emit_map, result.sharing_map())
-        stderr().print(f"wrote {written} map entries to {_escape(str(emit_map))}")
+        from rich.markup import escape
+
+        stderr().print(f"wrote {written} map entries to {escape(str(emit_map))}")
+    if engines.engine == "all":
+        code = eng.run_engines(engines, config, options, gpu, weights, output_format, vllm=result)
+        raise typer.Exit(code)
     exit_code = EXIT_FINDINGS if result.has_errors else EXIT_OK
     if aliasing is not None and not aliasing.verified:
         exit_code = EXIT_FINDINGS
@@ -356,45 +394,6 @@ def plan(
             stdout().print(estimate_panel(est))
         render_plan(result, aliasing, all_layers=all_layers)
     raise typer.Exit(exit_code)
-
-
-def _sweep(
-    model: Any,
-    options: Any,
-    text: str,
-    plot: Path | None,
-    output_format: OutputFormat,
-    est: Any,
-) -> None:
-    """``--sweep``: plan over a range, print its table and chart (or JSON), exit."""
-    from mmcli.kv.whatif.sweep import parse_sweep, run_sweep
-
-    swept = run_sweep(model, options, parse_sweep(text))
-    if plot is not None:
-        from mmcli.cli.kv_share.chart import write_plot
-
-        written = write_plot(swept, plot)
-        stderr().print(f"wrote {_escape(str(written))}")
-    if output_format is OutputFormat.json:
-        doc = {"sweep": swept.to_json(), "exit_code": EXIT_OK}
-        if est is not None:
-            doc["memory_estimate"] = est.to_json()
-        emit_json(doc)
-    else:
-        from mmcli.cli.kv_share.chart import render_sweep
-
-        if est is not None:
-            from mmcli.cli.kv_share.budget import estimate_panel
-
-            stdout().print(estimate_panel(est))
-        render_sweep(swept)
-    raise typer.Exit(EXIT_OK)
-
-
-def _escape(text: str) -> str:
-    from rich.markup import escape
-
-    return escape(text)  # noqa: E702 (a one-line helper)
 
 
 register_explain(app)  # `kv-share explain` lives in its own module

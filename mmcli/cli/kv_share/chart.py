@@ -9,12 +9,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import typer
 from rich.console import Console, Group
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from mmcli.cli._output import stdout
-from mmcli.errors import InputError
+from mmcli.cli._output import OutputFormat, emit_json, stderr, stdout
+from mmcli.errors import EXIT_OK, InputError
 from mmcli.kv.whatif.sweep import Sweep
 
 _EIGHTHS = " ▏▎▍▌▋▊▉█"
@@ -154,3 +156,32 @@ def write_plot(sweep: Sweep, path: Path) -> Path:
 
 def _nan(value: float | None) -> float:
     return float("nan") if value is None else float(value)
+
+
+def sweep_command(
+    model: Any,
+    options: Any,
+    text: str,
+    plot: Path | None,
+    output_format: OutputFormat,
+    est: Any,
+) -> None:
+    """``--sweep``: plan over a range, print its table and chart (or JSON), exit."""
+    from mmcli.kv.whatif.sweep import parse_sweep, run_sweep
+
+    swept = run_sweep(model, options, parse_sweep(text))
+    if plot is not None:
+        written = write_plot(swept, plot)
+        stderr().print(f"wrote {escape(str(written))}")
+    if output_format is OutputFormat.json:
+        doc = {"sweep": swept.to_json(), "exit_code": EXIT_OK}
+        if est is not None:
+            doc["memory_estimate"] = est.to_json()
+        emit_json(doc)
+    else:
+        if est is not None:
+            from mmcli.cli.kv_share.budget import estimate_panel
+
+            stdout().print(estimate_panel(est))
+        render_sweep(swept)
+    raise typer.Exit(EXIT_OK)

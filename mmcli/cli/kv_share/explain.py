@@ -1,4 +1,4 @@
-"""``mmcli kv-share explain``: a vLLM start-up log side by side with mmcli's plan of that run."""
+"""``mmcli kv-share explain``: an engine's start-up log beside mmcli's plan of that run."""
 
 from __future__ import annotations
 
@@ -33,7 +33,8 @@ def explain(
         Path,
         typer.Argument(
             metavar="LOG",
-            help="A vLLM start-up log (vllm serve or LLM(...)), up to 'GPU KV cache size'.",
+            help="A vLLM start-up log (vllm serve or LLM(...)) up to 'GPU KV cache size', or an "
+            "SGLang or TensorRT-LLM one up to its KV-cache lines.",
             show_default=False,
         ),
     ],
@@ -63,10 +64,15 @@ def explain(
     Exit 0 when every figure the log printed is reproduced, 1 when one differs (each
     difference is explained), 2 for bad input.
     """
+    from mmcli.cli.kv_share.explain_engines import explain_engine_log
     from mmcli.kv.explain.report import explain_log
     from mmcli.kv.explain.vllm_log import read_vllm_log
     from mmcli.kv.inputs.layer_config import load_config
 
+    # An SGLang or TensorRT-LLM log is explained by its own reader; anything else is vLLM's.
+    engine_code = explain_engine_log(log_path, config, max_mib * 2**20, output_format)
+    if engine_code is not None:
+        raise typer.Exit(engine_code)
     log = read_vllm_log(log_path, max_bytes=max_mib * 2**20)
     result = explain_log(load_config(config), log, vllm_version=vllm_version)
     exit_code = EXIT_OK if result.matches else EXIT_FINDINGS

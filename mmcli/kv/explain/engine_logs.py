@@ -1,0 +1,128 @@
+"""SGLang and TensorRT-LLM start-up logs: the KV figures they print, read line by line.
+
+Only the lines named below are read, each with an anchored pattern on a line of bounded
+length; anything else is ignored. SGLang: ``KV Cache is allocated. #tokens: N, K size: X GB,
+V size: Y GB`` (or ``KV size`` for MLA), ``max_total_num_tokens=…, max_running_requests=…,
+context_len=…``, and the ``server_args=ServerArgs(…)`` line for tp, page size, KV dtype and
+``mem_fraction_static``. TensorRT-LLM: ``Memory usage when calculating max tokens in paged kv
+cache: total: T GiB, available: A GiB`` (C++ runtime), ``available KV cache memory when
+calculating max tokens: B GiB, … kv size is S`` (PyTorch backend), ``Number of blocks in KV
+cache primary pool: N``, ``Number of tokens per block: K.``, ``Allocated X GiB for max tokens in
+paged KV cache (T)``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: Longer lines are skipped (a server_args line is a few KiB; nothing needs more).
+MAX_LINE = 65_536
+
+_NUM = r"(\d{1,15}(?:\.\d{1,6})?)"
+_SGL_POOL = re.compile(
+    rf"KV Cache is allocated\. #tokens: (\d{{1,15}}), (?:K size: {_NUM} GB, V size: {_NUM} GB"
+    rf"|KV size: {_NUM} GB)"
+)
+_SGL_SCHED = re.compile(r"max_total_num_tokens=(\d{1,15}),.*?max_running_requests=(\d{1,15})")
+_SGL_CONTEXT = re.compile(r"\bcontext_len=(\d{1,15})")
+_SGL_ARGS = re.compile(r"server_args=ServerArgs\(")
+_ARG = {
+    "tp_size": re.compile(r"\btp_size=(\d{1,6})"),
+    "page_size": re.compile(r"\bpage_size=(\d{1,6})"),
+    "mem_fraction_static": re.compile(r"\bmem_fraction_static=([0-9.]{1,12})"),
+    "kv_cache_dtype": re.compile(r"\bkv_cache_dtype='([a-z0-9_]{1,20})'"),
+    "context_length": re.compile(r"\bcontext_length=(\d{1,15})"),
+    "dp_size": re.compile(r"\bdp_size=(\d{1,6})"),
+    "enable_dp_attention": re.compile(r"\benable_dp_attention=(True|False)"),
+}
+_TRT_CPP = re.compile(
+    rf"Memory usage when calculating max tokens in paged kv cache: total: {_NUM} GiB, "
+    rf"available: {_NUM} GiB"
+)
+_TRT_TORCH = re.compile(
+    rf"available KV cache memory when calculating max tokens: {_NUM} GiB.*?kv size(?: per "
+    r"token)? is (\d{1,15})"
+)
+_TRT_BLOCKS = re.compile(r"Number of blocks in KV cache primary pool: (\d{1,15})")
+_TRT_PER_BLOCK = re.compile(r"Number of tokens per block: (\d{1,9})")
+_TRT_ALLOC = re.compile(rf"Allocated {_NUM} GiB for max tokens in paged KV cache \((\d{{1,15}})\)")
+
+
+@dataclass
+class SglangLog:
+    """The KV figures of an SGLang start-up log (None: not printed)."""
+
+    tokens: int | None = None
+    #: K (or, MLA, the latent) buffer size in GiB as printed (2 decimals), and whether MLA.
+    k_gib: float | None = None
+    mla: bool = False
+    max_total_num_tokens: int | None = None
+    max_running_requests: int | None = None
+    context_len: int | None = None
+    args: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class TrtllmLog:
+    """The KV figures of a TensorRT-LLM start-up log (None: not printed)."""
+
+    #: "cpp" or "pytorch": which line gave the memory figure.
+    path: str | None = None
+    total_gib: float | None = None
+    available_gib: float | None = None
+    kv_size_per_token: int | None = None
+    blocks: int | None = None
+    tokens_per_block: int | None = None
+    allocated_gib: float | None = None
+    allocated_tokens: int | None = None
+
+
+def _lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if len(line) <= MAX_LINE]
+
+
+def parse_sglang_log(text: str) -> SglangLog | None:
+    """The SGLang figures of ``text``, or None when it has no SGLang pool line."""
+    log = SglangLog()
+    for line in _lines(text):
+        if (m := _SGL_POOL.search(line)) and log.tokens is None:
+            log.tokens = int(m.group(1))
+            log.mla = m.group(4) is not None
+            log.k_gib = float(m.group(4) if log.mla else m.group(2))
+        elif m := _SGL_SCHED.search(line):
+            log.max_total_num_tokens, log.max_running_requests = int(m[1]), int(m[2])
+            if c := _SGL_CONTEXT.search(line):
+                log.context_len = int(c[1])
+        elif _SGL_ARGS.search(line) and not log.args:
+            log.args = {k: a[1] for k, p in _ARG.items() if (a := p.search(line))}
+    return log if log.tokens is not None else None
+
+
+def parse_trtllm_log(text: str) -> TrtllmLog | None:
+    """The TensorRT-LLM figures of ``text``, or None when it has no KV-sizing line."""
+    log = TrtllmLog()
+    for line in _lines(text):
+        if m := _TRT_CPP.search(line):
+            log.path, log.total_gib, log.available_gib = "cpp", float(m[1]), float(m[2])
+        elif m := _TRT_TORCH.search(line):
+            log.path, log.available_gib, log.kv_size_per_token = "pytorch", float(m[1]), int(m[2])
+        elif m := _TRT_BLOCKS.search(line):
+            log.blocks = int(m[1])
+        elif m := _TRT_PER_BLOCK.search(line):
+            log.tokens_per_block = int(m[1])
+        elif m := _TRT_ALLOC.search(line):
+            log.allocated_gib, log.allocated_tokens = float(m[1]), int(m[2])
+    return log if log.path is not None else None
+
+
+def read_engine_log(path: Path, max_bytes: int) -> SglangLog | TrtllmLog | None:
+    """The SGLang or TensorRT-LLM figures of the log at ``path`` (its first ``max_bytes``),
+    or None when it is neither (a vLLM log, say)."""
+    if path.is_dir():
+        return None  # the vLLM reader says what is wrong with it
+    with path.open("rb") as f:
+        head = f.read(max_bytes)
+    text = head.decode("utf-8", errors="replace")
+    return parse_sglang_log(text) or parse_trtllm_log(text)

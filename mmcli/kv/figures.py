@@ -1,0 +1,106 @@
+"""One engine's planned KV figures, each labelled with the engine, its release, and whether it
+is exact or an estimate (the rows of ``kv-share plan --engine all``).
+
+SGLang (:mod:`mmcli.kv.sglang`) and TensorRT-LLM (:mod:`mmcli.kv.trtllm`) return this; the
+vLLM plan is turned into it for the side-by-side table. A figure is exact when it follows the
+named release's arithmetic from exact inputs; it is an estimate when one input is not known
+(a budget from ``--gpu`` rather than the engine's own measurement), and then says why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+#: The figures every engine reports, in table order, with their labels.
+FIGURE_LABELS: dict[str, str] = {
+    "bytes_per_token": "bytes per token",
+    "block_tokens": "tokens per block / page",
+    "budget_bytes": "KV budget",
+    "pool_tokens": "pool tokens",
+    "blocks": "blocks / pages",
+    "max_concurrency": "max concurrency",
+    "max_running_requests": "max running requests",
+}
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One number with where it comes from: exact, or an estimate with its reason."""
+
+    value: int | float | None
+    #: Why the value is an estimate; None: exact under the named release's rules.
+    estimate: str | None = None
+
+
+@dataclass
+class EngineFigures:
+    """What one engine release would allocate for one model, per GPU (per rank)."""
+
+    engine: str
+    release: str
+    #: Each figure of :data:`FIGURE_LABELS` (missing: the engine has no such figure).
+    figures: dict[str, Figure]
+    #: What the budget is, in words ("--memory: the pool budget", "estimate from --gpu H100").
+    budget_source: str
+    #: What the engine keeps back before the pool (in words, with the release's figures).
+    reserves: str
+    #: The start-up lines the engine would print, as it prints them.
+    log_lines: list[str] = field(default_factory=list)
+    #: What was assumed or not applied, one sentence each.
+    notes: list[str] = field(default_factory=list)
+    #: Why the engine would not start with this budget (None: it starts).
+    refusal: str | None = None
+    #: What it keeps back, in a few words (the table's "kept back" row).
+    kept_back: str = ""
+
+    @property
+    def label(self) -> str:
+        """``SGLang 0.5.4``-style name of the engine release."""
+        names = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
+        return f"{names.get(self.engine, self.engine)} {self.release}"
+
+    def value(self, name: str) -> int | float | None:
+        """A figure's value (None when absent or unknown)."""
+        figure = self.figures.get(name)
+        return None if figure is None else figure.value
+
+    @property
+    def estimates(self) -> list[str]:
+        """Every reason a figure is an estimate, once each, in figure order."""
+        reasons: list[str] = []
+        for figure in self.figures.values():
+            if figure.estimate is not None and figure.estimate not in reasons:
+                reasons.append(figure.estimate)
+        return reasons
+
+    def to_json(self) -> dict[str, Any]:
+        """Each figure names its engine and release, so a figure read alone says whose it is."""
+        figures = {
+            name: {
+                "value": figure.value,
+                "engine": self.engine,
+                "release": self.release,
+                "exact": figure.estimate is None,
+                "estimate_reason": figure.estimate,
+            }
+            for name, figure in self.figures.items()
+        }
+        return {
+            "engine": self.engine,
+            "release": self.release,
+            "figures": figures,
+            "budget_source": self.budget_source,
+            "reserves": self.reserves,
+            "kept_back": self.kept_back,
+            "log_lines": list(self.log_lines),
+            "notes": list(self.notes),
+            "refusal": self.refusal,
+        }
+
+
+def max_concurrency(pool_tokens: int, max_model_len: int, unit: int) -> float:
+    """Requests of ``max_model_len`` tokens the pool holds, each rounded up to whole ``unit``s
+    (blocks or pages) as the engine allocates them."""
+    per_request = -(-max_model_len // unit) * unit
+    return pool_tokens / per_request

@@ -1,0 +1,133 @@
+"""SGLang's KV budget: the default ``mem_fraction_static`` of a release, and the pool budget.
+
+SGLang sizes its pool as ``rest = available_after_weights − total_before × (1 −
+mem_fraction_static)`` (``ModelRunner.profile_max_num_token``), both memories measured on the
+GPU at start-up, in GiB. ``--memory`` is that ``rest`` and is exact; from ``--gpu`` and
+``--weights`` mmcli takes the GPU's total for ``total_before`` and ``total − weights`` for
+``available_after`` (the CUDA context and communication buffers are not counted), so that
+budget is an estimate and says so.
+
+The default fraction depends on the GPU's memory as ``nvidia-smi`` reports it (MiB), which
+mmcli takes as CUDA's total: the tables' thresholds are GiB-wide, so only a board within a few
+hundred MiB of a threshold could fall on the other side.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from mmcli.kv.sglang.releases import SglangRules
+
+_MIB = 2**20
+
+
+@dataclass(frozen=True)
+class Fraction:
+    """The ``mem_fraction_static`` a release picks, and the sizes it picked it from."""
+
+    value: float
+    #: How it was reached, in words.
+    why: str
+    chunked_prefill_size: int | None = None
+    cuda_graph_max_bs: int | None = None
+
+
+def _tp_table(gpu_mib: float, parallel: int) -> float:
+    # 0.4.6 / 0.4.7 server_args: by tp × pp, for GPUs up to 80 GiB; 0.88 above.
+    if gpu_mib > 81920:
+        return 0.88
+    for size, value in ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87)):
+        if parallel >= size:
+            return value
+    return 0.88
+
+
+def _gpu_tier(gpu_mib: float, tp: int) -> tuple[int, int]:
+    """0.5.3 / 0.5.4 defaults (chunked_prefill_size, cuda_graph_max_bs) by GPU memory and tp."""
+    gib = 1024
+    if gpu_mib < 20 * gib:
+        return 2048, 8
+    if gpu_mib < 35 * gib:
+        return 2048, 16 if tp < 4 else 80
+    if gpu_mib < 60 * gib:
+        return 4096, 32 if tp < 4 else 160
+    if gpu_mib < 160 * gib:  # the < 90 GiB (H100) and < 160 GiB (H200) tiers are equal
+        return 8192, 256 if tp < 4 else 512
+    return 16384, 512
+
+
+def _reserve_by_gpu(gpu_mib: float, parallel: int) -> float:
+    # 0.4.9.post2 server_args: MiB reserved for activations and CUDA graphs, by GPU tier.
+    gib = 1024
+    if gpu_mib < 35 * gib:
+        return (2.8 + parallel / 10) * gib
+    if gpu_mib < 90 * gib:
+        return (9.5 + parallel / 2) * gib
+    if gpu_mib < 160 * gib:
+        return (12 + parallel / 2) * gib
+    return 32 * gib
+
+
+def _vit_factor(doc: dict[str, Any]) -> float:
+    # 0.5.3 / 0.5.4 adjust_mem_fraction_for_vlm: 0.95 × a factor from the ViT's size
+    # relative to a ViT-L/14 (24 layers × 1024²), clamped to [0.8, 1.05].
+    vision = doc.get("vision_config")
+    vision = vision if isinstance(vision, dict) else {}
+    layers = vision.get("num_hidden_layers", 24)
+    hidden = vision.get("hidden_size", 1024)
+    layers = layers if isinstance(layers, int) and not isinstance(layers, bool) else 24
+    hidden = hidden if isinstance(hidden, int) and not isinstance(hidden, bool) else 1024
+    ratio = layers * hidden**2 / (24 * 1024**2)
+    return 0.95 * max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0)))
+
+
+def default_fraction(
+    rules: SglangRules,
+    gpu_bytes: int,
+    *,
+    tp: int,
+    multimodal: bool,
+    doc: dict[str, Any],
+    chunked_prefill_size: int | None = None,
+    cuda_graph_max_bs: int | None = None,
+) -> Fraction:
+    """The fraction ``rules``' release picks on a GPU of ``gpu_bytes`` (pp is 1)."""
+    gpu = gpu_bytes / _MIB
+    if rules.fraction_rule in ("tp-table", "tp-table-b200"):
+        value = _tp_table(gpu, tp)
+        why = f"by tp {tp} on a {gpu / 1024:.1f} GiB GPU"
+        if rules.fraction_rule == "tp-table-b200" and gpu > 180 * 1000:
+            return Fraction(0.79, "0.79 on GPUs over 180,000 MiB")
+        if gpu > 96 * 1024:
+            value = min(value + 48 * 1024 * (1 - value) / gpu, (gpu - 18 * 1024) / gpu)
+            why += ", raised for a GPU over 96 GiB (18 GiB kept back)"
+        return Fraction(value, why)
+    if rules.fraction_rule == "reserve-by-gpu":
+        reserved = _reserve_by_gpu(gpu, tp)
+        value = round((gpu - reserved) / gpu, 3)
+        why = f"{reserved:,.0f} MiB reserved on a {gpu / 1024:.1f} GiB GPU at tp {tp}"
+        if multimodal:
+            value *= 0.90
+            why += ", × 0.90 for a multimodal model"
+        return Fraction(value, why)
+    tier_chunk, tier_bs = _gpu_tier(gpu, tp)
+    chunk = tier_chunk if chunked_prefill_size is None else chunked_prefill_size
+    graph_bs = tier_bs if cuda_graph_max_bs is None else cuda_graph_max_bs
+    reserved = 512 + max(chunk, 2048) * 1.5 + graph_bs * 2 + tp / 8 * 1024
+    if gpu > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
+    value = round((gpu - reserved) / gpu, 3)
+    why = (
+        f"{reserved:,.0f} MiB reserved (chunked prefill {chunk:,}, CUDA graphs up to batch "
+        f"{graph_bs}, tp {tp}) on a {gpu / 1024:.1f} GiB GPU"
+    )
+    if multimodal:
+        value *= _vit_factor(doc)
+        why += ", scaled down for the vision encoder"
+    return Fraction(value, why, chunk, graph_bs)
+
+
+def estimated_rest(gpu_bytes: int, weights_per_rank: int, fraction: float) -> int:
+    """The pool budget from a GPU's total and the weights one rank loads (an estimate)."""
+    return int(gpu_bytes * fraction) - weights_per_rank

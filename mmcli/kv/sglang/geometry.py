@@ -1,0 +1,137 @@
+"""The model as SGLang's token pool sees it: one cell per token over every attention layer.
+
+SGLang keeps one pool slot per token in every layer (``MHATokenToKVPool``: K and V of
+``kv_heads/tp × head_dim`` per layer; ``MLATokenToKVPool``: one latent of ``kv_lora_rank +
+qk_rope_head_dim``, not split by tp). The layers come from mmcli's reading of the config
+(:func:`mmcli.kv.inputs.layer_config.load_config`); what SGLang does differently for a model
+that mmcli does not mirror is refused here, naming it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from mmcli.dtypes import KV_DTYPE_BYTES
+from mmcli.errors import InputError
+from mmcli.kv.model import ModelConfig
+from mmcli.kv.sglang.releases import SglangRules
+from mmcli.kv.spec import KVCacheSpec, MLAAttentionSpec
+from mmcli.kv.state import MambaSpec
+
+#: SGLang's ``--kv-cache-dtype`` values and their bytes (``auto``: the model dtype).
+KV_CACHE_DTYPES = {"fp8_e4m3": 1, "fp8_e5m2": 1}
+
+
+@dataclass(frozen=True)
+class Cell:
+    """What one token takes in the pool of one rank."""
+
+    layers: int
+    #: KV heads per rank (MHA) or 1 (MLA).
+    heads: int
+    #: head_dim (MHA) or kv_lora_rank + qk_rope_head_dim (MLA).
+    head_dim: int
+    dtype_bytes: int
+    mla: bool
+    #: Sliding layers that keep every token here (no hybrid pool for this model).
+    sliding_as_full: int = 0
+
+    @property
+    def bytes_per_token(self) -> int:
+        """``profile_max_num_token``'s ``cell_size``."""
+        factor = 1 if self.mla else 2
+        return self.heads * self.head_dim * self.layers * factor * self.dtype_bytes
+
+    def tensor_bytes(self, slots: int) -> int:
+        """Bytes of one of the pool's K (or V, or latent) buffers over all layers."""
+        return slots * self.heads * self.head_dim * self.layers * self.dtype_bytes
+
+
+def _refuse(what: str, hint: str) -> InputError:
+    return InputError(f"SGLang: {what}", hint=hint)
+
+
+def architecture(doc: dict[str, Any]) -> str:
+    """The config's first architecture (SGLang picks the model class by it), or ""."""
+    archs = doc.get("architectures")
+    if isinstance(archs, list) and archs and isinstance(archs[0], str):
+        return archs[0]
+    return ""
+
+
+def sglang_cell(
+    config: ModelConfig, doc: dict[str, Any], rules: SglangRules, *, tp: int, kv_dtype: str
+) -> Cell:
+    """The cell of ``config`` on one of ``tp`` ranks; refuses what is not mirrored."""
+    specs = [layer.spec for layer in config.layers]
+    if any(isinstance(s, MambaSpec) for s in specs):
+        raise _refuse(
+            "hybrid Mamba / GDN / linear-attention models (separate state pool, "
+            "mamba_full_memory_ratio, max_mamba_cache_size) are not mirrored",
+            "plan this model for vLLM (--engine vllm), whose state pool mmcli mirrors",
+        )
+    if any(s is None for s in specs):
+        raise _refuse(
+            "a model with layers that keep no KV cache is not mirrored (SGLang counts "
+            "num_hidden_layers into the cell)",
+            "plan it for vLLM (--engine vllm)",
+        )
+    if any(layer.kv_sharing_target for layer in config.layers):
+        raise _refuse(
+            "cross-layer KV sharing (Gemma 3n-style) is not mirrored",
+            "plan it for vLLM (--engine vllm)",
+        )
+    attention = [s for s in specs if isinstance(s, KVCacheSpec)]
+    if not attention:
+        raise _refuse("the model has no attention layer", "check the config")
+    if any(getattr(s, "ds_mla", False) for s in attention) or doc.get("index_topk"):
+        raise _refuse(
+            "DeepSeek sparse attention (the fp8 DSA / NSA layout and its indexer) is not mirrored",
+            "plan it for vLLM (--engine vllm)",
+        )
+    latent = {isinstance(s, MLAAttentionSpec) for s in attention}
+    if len(latent) != 1 or len({(s.num_kv_heads, s.head_size, s.dtype) for s in attention}) != 1:
+        raise _refuse(
+            "layers of different head geometry are not mirrored (SGLang sizes one cell "
+            "from the config's single head_dim and KV head count)",
+            "plan it for vLLM (--engine vllm)",
+        )
+    spec = attention[0]
+    mla = isinstance(spec, MLAAttentionSpec)
+    if kv_dtype == "auto":
+        quant = doc.get("quantization_config")
+        if rules.fraction_rule == "reserve-formula" and isinstance(quant, dict):
+            if quant.get("kv_cache_quant_algo") is not None:
+                raise _refuse(
+                    "kv_cache_quant_algo in quantization_config picks the KV dtype in this "
+                    "release, which is not mirrored",
+                    "pass --kv-dtype fp8_e4m3 (or the dtype the log names)",
+                )
+        dtype_bytes = KV_DTYPE_BYTES[spec.dtype]
+    elif kv_dtype in KV_CACHE_DTYPES or kv_dtype in KV_DTYPE_BYTES:
+        dtype_bytes = KV_CACHE_DTYPES.get(kv_dtype) or KV_DTYPE_BYTES[kv_dtype]
+    else:
+        raise _refuse(f"KV cache dtype {kv_dtype} is not mirrored", "use auto or fp8")
+    heads = 1 if mla else max(1, spec.num_kv_heads // tp)
+    sliding = sum(1 for s in attention if s.attention in ("sliding", "chunked"))
+    return Cell(len(attention), heads, spec.head_size, dtype_bytes, mla, sliding)
+
+
+def sliding_note(doc: dict[str, Any], rules: SglangRules, count: int) -> str | None:
+    """Why sliding (or chunked) layers keep every token in this release, or None."""
+    if not count:
+        return None
+    arch = architecture(doc) or "this architecture"
+    if not rules.has_swa_pool:
+        why = f"SGLang {rules.release} has no hybrid sliding-window pool"
+    elif arch in rules.swa_disabled_for:
+        why = f"SGLang {rules.release} turns the hybrid SWA pool off for {arch} (server_args)"
+    elif arch.startswith("Llama4"):
+        why = "Llama 4's chunked layers get a hybrid pool only with --hybrid-kvcache-ratio"
+    else:
+        why = (
+            f"{arch} is not on SGLang's hybrid-SWA list (its model class defines no "
+            "get_attention_sliding_window_size)"
+        )
+    return f"{why}, so its {count} sliding layers keep every token, as full layers do"

@@ -1,0 +1,218 @@
+"""SGLang's token pool for one model: tokens, pages, requests, and the lines it prints.
+
+Mirrored (``ModelRunner.init_memory_pool`` and the scheduler's start-up, in every release
+read): ``max_total_num_tokens = rest // cell_size``; ``max_num_reqs = min(max(tokens /
+context_len × 512, 2048), 4096)`` (before page flooring); tokens floored to a multiple of
+``page_size``; ``max_running_requests = min(tokens // 2, max_num_reqs)``; the pool's buffers
+hold ``tokens + page_size`` slots (``KV Cache is allocated. #tokens: N, K size: … GB``, GB
+being GiB there). No tokens left: the engine stops with "Not enough memory".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from mmcli.errors import InputError
+from mmcli.kv.figures import EngineFigures, Figure, max_concurrency
+from mmcli.kv.model import ModelConfig
+from mmcli.kv.sglang.budget import Fraction, default_fraction, estimated_rest
+from mmcli.kv.sglang.geometry import Cell, sglang_cell, sliding_note
+from mmcli.kv.sglang.releases import SglangRules, sglang_rules
+
+_GIB = 2**30
+
+
+@dataclass(frozen=True)
+class SglangOptions:
+    """What an SGLang launch sets that changes the pool (per rank)."""
+
+    release: str | None = None
+    tp: int = 1
+    pp: int = 1
+    #: The pool budget: what ``profile_max_num_token`` calls ``rest_memory``, in bytes.
+    memory_bytes: int | None = None
+    #: The GPU's total memory (CUDA's figure) and the model's weights, for an estimate.
+    gpu_bytes: int | None = None
+    gpu_name: str = ""
+    weights_bytes: int | None = None
+    mem_fraction_static: float | None = None
+    page_size: int = 1
+    page_size_given: bool = False
+    kv_dtype: str = "auto"
+    max_model_len: int | None = None
+    max_running_requests: int | None = None
+    max_total_tokens: int | None = None
+    chunked_prefill_size: int | None = None
+    cuda_graph_max_bs: int | None = None
+    enable_dp_attention: bool = False
+    speculative: bool = False
+
+
+def _check(options: SglangOptions) -> None:
+    if options.enable_dp_attention:
+        raise InputError(
+            "SGLang: DP attention is not mirrored (the attention tp size, the pool per DP rank "
+            "and its extra reserve differ)",
+            hint="plan without --enable-dp-attention",
+        )
+    if options.speculative:
+        raise InputError(
+            "SGLang: speculative decoding is not mirrored (the draft runner shares and "
+            "enlarges the pool)",
+            hint="plan without speculative decoding",
+        )
+    if options.pp != 1:
+        raise InputError(
+            "SGLang: pipeline parallelism is not mirrored (layers per stage)",
+            hint="plan with --pipeline-parallel-size 1",
+        )
+    if options.page_size <= 0 or options.tp <= 0:
+        raise InputError(
+            f"page size and tp must be positive, got {options.page_size} and {options.tp}",
+            hint="SGLang's --page-size defaults to 1",
+        )
+    fraction = options.mem_fraction_static
+    if fraction is not None and not 0 < fraction < 1:
+        raise InputError(
+            f"--mem-fraction-static must be between 0 and 1, got {fraction}",
+            hint="SGLang's default is near 0.8-0.9; e.g. --mem-fraction-static 0.88",
+        )
+
+
+def _budget(
+    options: SglangOptions, rules: SglangRules, doc: dict[str, Any]
+) -> tuple[int, Figure, str, Fraction | None]:
+    """The pool budget, as an exact or estimated figure, its source, and the fraction used."""
+    if options.memory_bytes is not None:
+        source = "--memory: the pool budget (profile_max_num_token's rest_memory)"
+        return options.memory_bytes, Figure(options.memory_bytes), source, None
+    if options.gpu_bytes is None or options.weights_bytes is None:
+        raise InputError(
+            "SGLang: no KV budget: pass --memory (the pool budget), or --gpu and --weights",
+            hint="e.g. --memory 16.46GiB, or --gpu H100 --weights 16GB",
+        )
+    multimodal = isinstance(doc.get("vision_config"), dict)
+    fraction = default_fraction(
+        rules,
+        options.gpu_bytes,
+        tp=options.tp,
+        multimodal=multimodal,
+        doc=doc,
+        chunked_prefill_size=options.chunked_prefill_size,
+        cuda_graph_max_bs=options.cuda_graph_max_bs,
+    )
+    if options.mem_fraction_static is not None:
+        fraction = Fraction(options.mem_fraction_static, "--mem-fraction-static")
+    rest = estimated_rest(options.gpu_bytes, options.weights_bytes // options.tp, fraction.value)
+    reason = (
+        "estimate: SGLang measures free memory before and after loading the weights; mmcli "
+        f"takes the {options.gpu_name or 'GPU'}'s total and subtracts the weights (CUDA "
+        "context and communication buffers not counted)"
+    )
+    if multimodal and options.mem_fraction_static is None:
+        reason += "; the vision-model adjustment of the default fraction is applied as if "
+        reason += "SGLang treats this architecture as multimodal"
+    source = f"estimate from --gpu {options.gpu_name} and --weights"
+    return rest, Figure(rest, reason), source, fraction
+
+
+def _context_len(
+    config: ModelConfig, options: SglangOptions, doc: dict[str, Any]
+) -> tuple[int | None, str | None]:
+    """SGLang's ``context_len``, and why it is an estimate (None: exact)."""
+    if options.max_model_len is not None:
+        return options.max_model_len, None
+    if config.max_model_len is None:
+        return None, "the config gives no context length; pass --max-model-len"
+    text = doc.get("text_config") if isinstance(doc.get("text_config"), dict) else doc
+    if isinstance(text, dict) and text.get("rope_scaling"):
+        # SGLang's get_context_length scales by rope_scaling's factor for most models.
+        why = "estimate: SGLang derives the context length from rope_scaling in its own way; "
+        return config.max_model_len, why + "pass --max-model-len"
+    return config.max_model_len, None
+
+
+def _log_lines(cell: Cell, tokens: int, page: int, running: int, context: int | None) -> list[str]:
+    slots = tokens + page
+    size = cell.tensor_bytes(slots) / _GIB
+    if cell.mla:
+        first = f"KV Cache is allocated. #tokens: {tokens}, KV size: {size:.2f} GB"
+    else:
+        first = f"KV Cache is allocated. #tokens: {tokens}, K size: {size:.2f} GB, "
+        first += f"V size: {size:.2f} GB"
+    ctx = "?" if context is None else str(context)
+    second = f"max_total_num_tokens={tokens}, …, max_running_requests={running}, "
+    second += f"context_len={ctx}"
+    return [first, second]
+
+
+def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions) -> EngineFigures:
+    """What SGLang ``options.release`` allocates for ``config`` (its HF ``doc``) per rank."""
+    rules = sglang_rules(options.release)
+    _check(options)
+    cell = sglang_cell(config, doc, rules, tp=options.tp, kv_dtype=options.kv_dtype)
+    rest, budget, source, fraction = _budget(options, rules, doc)
+    estimate = budget.estimate
+    page = options.page_size
+    raw = max(0, rest // cell.bytes_per_token)
+    context, context_estimate = _context_len(config, options, doc)
+    reqs: int | None = None
+    if options.max_running_requests is not None:
+        reqs = options.max_running_requests
+    elif context is not None:
+        reqs = min(max(int(raw / context * 512), 2048), 4096)
+    tokens = raw if options.max_total_tokens is None else min(raw, options.max_total_tokens)
+    tokens = tokens // page * page
+    notes: list[str] = []
+    note = sliding_note(doc, rules, cell.sliding_as_full)
+    if note:
+        notes.append(note)
+    if cell.mla and not options.page_size_given:
+        notes.append(
+            "page size 1 assumed: attention backends that force one (flashmla 64, cutlass_mla "
+            "128, trtllm_mla 32/64 on Blackwell) floor the pool to it; pass --page-size"
+        )
+    figures = {
+        "bytes_per_token": Figure(cell.bytes_per_token),
+        "block_tokens": Figure(page),
+        "budget_bytes": budget,
+        "pool_tokens": Figure(tokens, estimate),
+        "blocks": Figure(tokens // page, estimate),
+    }
+    refusal = None
+    running = None
+    if tokens <= 0:
+        refusal = "SGLang stops at start-up: 'Not enough memory. Please try to increase "
+        refusal += "--mem-fraction-static.'"
+    else:
+        if reqs is not None:
+            running = min(tokens // 2, reqs)
+        if context is not None:
+            conc = max_concurrency(tokens, context, page)
+            figures["max_concurrency"] = Figure(conc, estimate or context_estimate)
+    figures["max_running_requests"] = Figure(running, estimate or context_estimate)
+    reserves = _reserves(rules, fraction)
+    kept = "1−mem_frac" if fraction is None else f"{1 - fraction.value:.1%} of GPU"
+    result = EngineFigures(
+        "sglang",
+        rules.release,
+        figures,
+        source,
+        reserves,
+        notes=notes,
+        refusal=refusal,
+        kept_back=kept,
+    )
+    if tokens > 0:
+        result.log_lines = _log_lines(cell, tokens, page, running or 0, context)
+    return result
+
+
+def _reserves(rules: SglangRules, fraction: Fraction | None) -> str:
+    if fraction is None:
+        return "1 − mem_fraction_static of the GPU (activations, CUDA graphs), before the pool"
+    return (
+        f"{1 - fraction.value:.3f} of the GPU (1 − mem_fraction_static {fraction.value:.3f}: "
+        f"{fraction.why})"
+    )

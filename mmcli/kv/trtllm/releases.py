@@ -1,0 +1,68 @@
+"""The TensorRT-LLM releases mmcli mirrors, and what differs between them, as data.
+
+Two code paths size the pool from a memory figure the engine logs:
+
+* ``0.13`` — the C++ runtime serving a TensorRT engine (``KVCacheManager::
+  calculateMaxNumBlocks``): ``maxTokens = int(fraction × available / bytes_per_token)`` with the
+  fraction a C++ ``float`` (0.9f), then ``ceilDiv(maxTokens, tokensPerBlock)`` blocks. The
+  engine's ``tokens_per_block`` is fixed at build time (``trtllm-build``'s default: 64). The log
+  line ``Memory usage when calculating max tokens in paged kv cache: total: …, available: A
+  GiB`` gives ``A`` — what ``--memory`` is.
+* ``1.1`` — the PyTorch backend (``KvCacheCreator`` in ``_torch/pyexecutor/_util.py``, then
+  ``KVCacheManager.calculate_max_num_blocks``): after a profiling run, ``budget = int((total −
+  peak + tmp KV) × fraction)``, logged as ``available KV cache memory when calculating max
+  tokens: B GiB`` — what ``--memory`` is here, the fraction already applied; ``max_tokens =
+  budget // bytes_per_token`` and ``ceil(max_tokens / tokens_per_block)`` blocks, with
+  ``KvCacheConfig.tokens_per_block`` 32 by default.
+
+The facts, with their sources, are in docs/kv-share-engines.md.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from mmcli.errors import InputError
+
+
+@dataclass(frozen=True)
+class TrtllmRules:
+    """What one TensorRT-LLM release does that matters to its KV pool."""
+
+    release: str
+    #: "cpp" (TensorRT engine, C++ runtime) or "pytorch" (the PyTorch backend).
+    path: str
+    tokens_per_block: int
+    #: The default free_gpu_memory_fraction as the code multiplies it.
+    default_fraction: float
+    #: Whether --memory is the figure before the fraction (C++) or after it (PyTorch).
+    memory_before_fraction: bool
+    mla: bool
+
+
+#: 0.9f as a C++ float, widened to double as calculateMaxNumBlocks multiplies it.
+_CPP_09: float = struct.unpack("f", struct.pack("f", 0.9))[0]
+
+RELEASES: tuple[TrtllmRules, ...] = (
+    TrtllmRules("0.13", "cpp", 64, _CPP_09, memory_before_fraction=True, mla=False),
+    TrtllmRules("1.1", "pytorch", 32, 0.9, memory_before_fraction=False, mla=True),
+)
+DEFAULT_RELEASE = RELEASES[-1].release
+_BY_NAME = {r.release: r for r in RELEASES}
+
+
+def trtllm_rules(release: str | None) -> TrtllmRules:
+    """The rules of ``release`` (None: the newest mirrored); refuses a release not read."""
+    if release is None:
+        return _BY_NAME[DEFAULT_RELEASE]
+    name = release.strip().lstrip("v")
+    found = _BY_NAME.get(name) or _BY_NAME.get(".".join(name.split(".")[:2]))
+    if found is None:
+        read = ", ".join(r.release for r in RELEASES)
+        raise InputError(
+            f"--trtllm-version {release}: TensorRT-LLM {release} is not mirrored (its "
+            "KV-sizing source was not read)",
+            hint=f"use one of the releases read: {read}",
+        )
+    return found
