@@ -120,7 +120,7 @@ def diagnose(index: int, ref: torch.Tensor, cand: torch.Tensor, m: ItemMetrics) 
     if m.nonfinite_one_sided:
         row, col = m.first_nonfinite or (0, 0)
         side = "CAND" if bool(torch.isfinite(ref.reshape(-1, width)[row, col])) else "REF"
-        fp16 = "float16" in (str(ref.dtype), str(cand.dtype))
+        fp16 = torch.float16 in (ref.dtype, cand.dtype)
         return [
             finding(
                 "compare-nonfinite",
