@@ -130,7 +130,8 @@ def _rows(p: PairReport) -> list[list[str]]:
         if m is None:
             figures = ["-"] * 5
         else:
-            low = f"{_cos(m.row_cosine_min)} ({m.row_cosine_min_row})"
+            row = "" if m.row_cosine_min_row is None else f" ({m.row_cosine_min_row})"
+            low = _cos(m.row_cosine_min) + row
             figures = [_g(m.max_abs), _g(m.rel_rmse), _cos(m.cosine), low, _g(m.scale)]
         status = "failed" if it.failed else ("identical" if m and m.bit_identical else "ok")
         rows.append([str(it.index), shape, dtype, *figures, status])

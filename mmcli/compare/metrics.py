@@ -302,6 +302,9 @@ def _finish(
     denom = ref_norm * cand_norm
     cosine = torch.where(denom > 0, ab / denom, (aa == bb).to(torch.float64))
     cosine = cosine.clamp_(-1.0, 1.0)
+    identical = s.identical and not s.one_sided
+    if identical:  # exactly 1, not 1 within the rounding of the division
+        cosine.fill_(1.0)
     error = torch.where(
         aa > 0, dd.sqrt() / ref_norm, torch.where(dd > 0, math.inf, 0.0).to(torch.float64)
     )
@@ -310,18 +313,18 @@ def _finish(
     total = s.rows * width
     saa, sbb, sab, sdd = (float(t.sum()) for t in (aa, bb, ab, dd))
     item_cos = sab / math.sqrt(saa * sbb) if saa > 0 and sbb > 0 else float(saa == sbb)
-    low = int(cosine.argmin()) if cosine.numel() else None
+    low = int(cosine.argmin()) if cosine.numel() and not identical else None
     return ItemMetrics(
         shape=shape,
         tolerance=tol,
-        bit_identical=s.identical and not s.one_sided,
+        bit_identical=identical,
         max_abs=s.max_abs,
         mean_abs=s.abs_sum / total if total else 0.0,
         rmse=math.sqrt(sdd / total) if total else 0.0,
         rel_rmse=_ratio(math.sqrt(sdd), math.sqrt(saa)),
         max_rel=s.max_rel,
-        cosine=max(-1.0, min(1.0, item_cos)),
-        row_cosine_min=float(cosine[low]) if low is not None else 1.0,
+        cosine=1.0 if identical else max(-1.0, min(1.0, item_cos)),
+        row_cosine_min=float(cosine.min()) if cosine.numel() else 1.0,
         row_cosine_min_row=low,
         row_cosine_mean=float(cosine.mean()) if cosine.numel() else 1.0,
         norm_ratio=_ratio(math.sqrt(sbb), math.sqrt(saa)),

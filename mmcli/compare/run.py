@@ -132,13 +132,14 @@ def _compare_item(
     a, b = ref.embedding(i), cand.embedding(i)
     item = ItemReport(i, tuple(a.shape), tuple(b.shape), name_of(a.dtype), name_of(b.dtype))
     found: list[Finding] = []
-    ma, mb = ref.is_embed(i), cand.is_embed(i)
-    if not _same_mask(ma, mb, a.shape[0] if a.ndim else 1, b.shape[0] if b.ndim else 1):
-        found.append(codes.mask(i, ma, mb, a.shape[0] if a.ndim else 1))
     pa, pb = _fingerprint(a), _fingerprint(b)
-    if a.shape != b.shape:
+    if a.shape != b.shape:  # the masks then differ too; the shape says more
         found.append(codes.shape(i, tuple(a.shape), tuple(b.shape)))
         return item, found, pa, pb
+    ma, mb = ref.is_embed(i), cand.is_embed(i)
+    rows = a.shape[0] if a.ndim else 1
+    if not _same_mask(ma, mb, rows, rows):
+        found.append(codes.mask(i, ma, mb, rows))
     tol = tolerance(profile, rd, cd, over)
     item.metrics = measure(a, b, tol)
     found.extend(codes.diagnose(i, a, b, item.metrics))
