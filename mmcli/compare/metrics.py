@@ -18,11 +18,11 @@ from mmcli.compare.tolerance import Tolerance
 
 #: Elements per float64 block: 4 MiB per buffer, four buffers.
 BLOCK_ELEMENTS = 1 << 19
-#: Integer views for the ULP distance, by dtype: (view dtype, wide dtype, most negative value).
+#: Integer views for the ULP distance, by dtype: (view dtype, wide dtype, magnitude bits).
 _ULP_VIEWS = {
-    torch.float16: (torch.int16, torch.int32, -(1 << 15)),
-    torch.bfloat16: (torch.int16, torch.int32, -(1 << 15)),
-    torch.float32: (torch.int32, torch.int64, -(1 << 31)),
+    torch.float16: (torch.int16, torch.int32, 15),
+    torch.bfloat16: (torch.int16, torch.int32, 15),
+    torch.float32: (torch.int32, torch.int64, 31),
 }
 
 
@@ -222,11 +222,13 @@ def _block(
         s.identical = False
     s.abs_sum += float(ad.sum())
     if ad.numel():
-        flat = int(ad.argmax())
-        peak = float(ad.view(-1)[flat])
+        # Row maxima first, then the row: a flat argmax over float64 is several times slower.
+        peaks, cols = ad.max(dim=1)
+        row = int(peaks.argmax())
+        peak = float(peaks[row])
         if s.worst is None or peak > s.max_abs:
             s.max_abs = peak
-            row, col = divmod(flat, width)
+            col = int(cols[row])
             s.worst = (r0 + row, col)
             s.worst_values = (float(ra[row, col]), float(rb[row, col]))
     mag = torch.abs(a, out=e_buf[:k])
@@ -257,11 +259,17 @@ def _ulp(
 ) -> int:
     """The largest distance in units of the last place between the finite element pairs: the
     bit patterns mapped to integers in the order of the values (−0 and +0 both to 0)."""
-    narrow, wide, lowest = view
+    narrow, wide, bits = view
+    magnitude = (1 << bits) - 1
+    shift = 63 if wide == torch.int64 else 31
 
     def ordered(t: torch.Tensor) -> torch.Tensor:
+        # Sign-magnitude bits to two's complement: -m for a negative value of magnitude m.
+        # Arithmetic, not torch.where: where is 25x slower on these integer tensors (measured
+        # on the CPU build, 128 x 4096 bf16: 53 ms against 2 ms).
         v = t.view(narrow).to(wide)
-        return torch.where(v < 0, lowest - v, v)
+        sign = v >> shift  # -1 for a negative value, else 0
+        return ((v & magnitude) ^ sign) - sign
 
     dist = (ordered(ra) - ordered(rb)).abs_()
     if finite is not None:
