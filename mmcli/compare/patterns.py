@@ -130,9 +130,18 @@ def drift(rows: RowStats) -> tuple[float, float] | None:
     if last < 4 * first or last <= 0:
         return None
     index = torch.arange(n, dtype=torch.float64)
-    ranks = err.argsort().argsort().to(torch.float64)
+    ranks = _ranks(err)
     rho = float(torch.corrcoef(torch.stack([index, ranks]))[0, 1])
     return (first, last) if rho >= 0.8 else None
+
+
+def _ranks(values: torch.Tensor) -> torch.Tensor:
+    """Spearman ranks: tied values share their average rank (rows that agree exactly, all at
+    error 0, must not look ordered by their index)."""
+    _, inverse, counts = torch.unique(values, return_inverse=True, return_counts=True)
+    ends = counts.cumsum(0).to(torch.float64)
+    average = ends - (counts.to(torch.float64) + 1) / 2
+    return average[inverse]
 
 
 def edges(bad: torch.Tensor) -> tuple[int, int] | None:

@@ -46,6 +46,7 @@ def compare(tmp_path: Path) -> Compare:
         b = mmcli.dump_encoder_outputs(
             tmp_path / f"cand{n}.safetensors", list(cand), **(cand_meta or {})
         )
-        return mmcli.compare_dumps(a, b, device="cpu", **options)
+        options.setdefault("device", "cpu")
+        return mmcli.compare_dumps(a, b, **options)
 
     return run

@@ -104,6 +104,20 @@ def test_first_and_last_rows(compare, base) -> None:
     assert "the first 2 and the last 1" in compare([base[2]], [cand]).all_findings()[0].message
 
 
+def test_last_row_only_is_boundary_not_drift(compare, base) -> None:
+    # The rows that agree exactly all have error 0: tied, not ordered by their index.
+    cand = base[2].clone()
+    cand[35] = -cand[35]
+    f = compare([base[2]], [cand]).all_findings()[0]
+    assert f.code == "compare-boundary" and "only the last 1 rows differ" in f.message
+
+
+def test_outlier_late_in_the_item_is_not_drift(compare, base) -> None:
+    cand = base[2].clone()
+    cand[31] = bf16(f64(cand[31]) * 0.3 + f64(cand[2]))
+    assert codes(compare([base[2]], [cand])) == [("compare-outlier", 0)]
+
+
 def test_drift_grows_with_row_index(compare, base) -> None:
     # llama.cpp PR#25781: position-embedding interpolation, the error grows along the rows.
     gen = torch.Generator().manual_seed(4)
