@@ -193,7 +193,7 @@ def find_permutation(
         return torch.nn.functional.normalize(torch.cat(parts), dim=1)
 
     pa, pb = projected(a), projected(b)
-    best = torch.cat([(pb[i : i + 1024] @ pa.T).argmax(dim=1) for i in range(0, n, 1024)])
+    best = torch.cat([(pb[i : i + 256] @ pa.T).argmax(dim=1) for i in range(0, n, 256)])
     if bool((best == torch.arange(n, device=best.device)).all()):
         return None
     if int(torch.bincount(best, minlength=n).max()) != 1:
