@@ -140,8 +140,9 @@ def _ranks(values: torch.Tensor) -> torch.Tensor:
     error 0, must not look ordered by their index)."""
     _, inverse, counts = torch.unique(values, return_inverse=True, return_counts=True)
     ends = counts.cumsum(0).to(torch.float64)
-    average = ends - (counts.to(torch.float64) + 1) / 2
-    return average[inverse]
+    average: torch.Tensor = ends - (counts.to(torch.float64) + 1) / 2
+    ranked: torch.Tensor = average[inverse]
+    return ranked
 
 
 def edges(bad: torch.Tensor) -> tuple[int, int] | None:

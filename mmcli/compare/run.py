@@ -112,10 +112,13 @@ def _compare_pair(p: Pair, profile: Profile, over: Overrides, device: torch.devi
     return report
 
 
-def _fingerprint(t: torch.Tensor) -> _Print:
+def _fingerprint(t: torch.Tensor, norms: torch.Tensor | None = None) -> _Print:
+    """``norms``: the item's row norms when measured (else computed a block of rows at a time:
+    a float64 copy of the whole item would be 4× its size)."""
     rows = t.reshape(-1, t.shape[-1]) if t.ndim >= 2 else t.reshape(1, -1)
     first = rows[0].double().cpu() if rows.shape[0] and rows.shape[1] else None
-    # The norm a block of rows at a time: a float64 copy of the whole item would be 4x it.
+    if norms is not None:
+        return _Print(tuple(t.shape), float(norms.pow(2).sum()) ** 0.5, first)
     total = 0.0
     for i in range(0, rows.shape[0], 1024):
         total += float(rows[i : i + 1024].double().pow(2).sum())
@@ -136,10 +139,9 @@ def _compare_item(
     a, b = ref.embedding(i), cand.embedding(i)
     item = ItemReport(i, tuple(a.shape), tuple(b.shape), name_of(a.dtype), name_of(b.dtype))
     found: list[Finding] = []
-    pa, pb = _fingerprint(a), _fingerprint(b)
     if a.shape != b.shape:  # the masks then differ too; the shape says more
         found.append(codes.shape(i, tuple(a.shape), tuple(b.shape)))
-        return item, found, pa, pb
+        return item, found, _fingerprint(a), _fingerprint(b)
     ma, mb = ref.is_embed(i), cand.is_embed(i)
     rows = a.shape[0] if a.ndim else 1
     if not _same_mask(ma, mb, rows, rows):
@@ -147,7 +149,8 @@ def _compare_item(
     tol = tolerance(profile, rd, cd, over)
     item.metrics = measure(a, b, tol)
     found.extend(codes.diagnose(i, a, b, item.metrics))
-    return item, found, pa, pb
+    stats = item.metrics.rows
+    return item, found, _fingerprint(a, stats.ref_norm), _fingerprint(b, stats.cand_norm)
 
 
 def _same_mask(a: torch.Tensor | None, b: torch.Tensor | None, rows_a: int, rows_b: int) -> bool:
