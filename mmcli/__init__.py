@@ -14,6 +14,7 @@ from mmcli.errors import EncoderOutputError, InputError, KVSharingError, MmcliEr
 
 if TYPE_CHECKING:
     from mmcli import capture
+    from mmcli.compare import compare_dumps
     from mmcli.dump.io import dump_encoder_outputs, load_dump
     from mmcli.embeddings.ops import gather_mm_placeholders, scatter_mm_placeholders
     from mmcli.embeddings.ranges import (
@@ -43,6 +44,7 @@ _LAZY = {
     "sanity_check_mm_encoder_outputs": "mmcli.embeddings.sanity",
     "diagnose_mm_encoder_outputs": "mmcli.embeddings.sanity",
     "dump_encoder_outputs": "mmcli.dump.io",
+    "compare_dumps": "mmcli.compare",
     "load_dump": "mmcli.dump.io",
     "KVCacheGroupSpec": "mmcli.kv",
     "FullAttentionSpec": "mmcli.kv",
@@ -67,6 +69,7 @@ __all__ = [
     "diagnose_mm_encoder_outputs",
     "dump_encoder_outputs",
     "load_dump",
+    "compare_dumps",
     "capture",
     "KVCacheGroupSpec",
     "FullAttentionSpec",

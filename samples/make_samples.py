@@ -1,4 +1,5 @@
-"""Write the sample dumps under samples/dumps/: one healthy, one per common failure.
+"""Write the sample dumps: samples/dumps/ (one healthy, one per common failure) and
+samples/compare/ (a reference and three candidates for `mmcli compare`).
 
 Run from the repository root: ``python samples/make_samples.py``. The output is deterministic
 (seeded), tiny (hidden size 64), and written with ``mmcli.dump_encoder_outputs``.
@@ -13,6 +14,7 @@ import torch
 from mmcli import dump_encoder_outputs
 
 OUT = Path(__file__).resolve().parent / "dumps"
+COMPARE = OUT.parent / "compare"
 HIDDEN = 64
 META = {"dtype": "bfloat16", "modality": "image", "model": "toy-vlm"}
 
@@ -77,8 +79,27 @@ def main() -> None:
         is_embed=[off, masks[1], masks[2]],
         **common,
     )
-    for path in sorted(OUT.glob("*.safetensors")):
+    compare_samples()
+    for path in sorted([*OUT.glob("*.safetensors"), *COMPARE.glob("*.safetensors")]):
         print(f"{path.relative_to(OUT.parent.parent)}  {path.stat().st_size} bytes")
+
+
+def compare_samples() -> None:
+    """A reference encoder output and three candidates: a second kernel's rounding (within
+    the port and kernel profiles), rows scaled by 1/sqrt(hidden), patches in block-major order."""
+    COMPARE.mkdir(parents=True, exist_ok=True)
+    gen = torch.Generator().manual_seed(1)
+    ref = items(gen, [16, 36])  # 16 tokens, a 6x6 grid of patches
+    meta = {"hidden_size": HIDDEN, **META}
+    dump_encoder_outputs(COMPARE / "ref.safetensors", ref, **meta)
+    noise = [torch.randn(t.shape, generator=gen, dtype=torch.float64).clamp(-3, 3) for t in ref]
+    port = [(t.double() + 2e-3 * n).to(torch.bfloat16) for t, n in zip(ref, noise, strict=True)]
+    dump_encoder_outputs(COMPARE / "port.safetensors", port, **meta)
+    scaled = [(t.double() / HIDDEN**0.5).to(torch.bfloat16) for t in ref]
+    dump_encoder_outputs(COMPARE / "scaled.safetensors", scaled, **meta)
+    block_major = torch.arange(36).reshape(3, 2, 3, 2).permute(0, 2, 1, 3).flatten()
+    patches = [ref[0], ref[1][block_major]]
+    dump_encoder_outputs(COMPARE / "patch_order.safetensors", patches, **meta)
 
 
 if __name__ == "__main__":

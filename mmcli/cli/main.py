@@ -12,7 +12,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 
 from mmcli._version import __version__
-from mmcli.cli import bench, check_embeddings, inspect
+from mmcli.cli import bench, check_embeddings, compare, inspect
 from mmcli.cli._boundary import report
 from mmcli.cli._output import OutputClosed, OutputFailed, guarded_streams, silence
 from mmcli.cli.kv_share import app as kv_share_app
@@ -54,6 +54,7 @@ def root(
 
 
 app.add_typer(check_embeddings.app)
+app.add_typer(compare.app)
 app.add_typer(inspect.app)
 app.add_typer(bench.app)
 

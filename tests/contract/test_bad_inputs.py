@@ -185,6 +185,11 @@ def _inspect(content: bytes) -> Callable[[Path], list[str]]:
     return lambda tmp: ["inspect", str(make(tmp))]
 
 
+def _compare(content: bytes) -> Callable[[Path], list[str]]:
+    make = _file("cand.safetensors", content)
+    return lambda tmp: ["compare", str(_good_dump(tmp)), str(make(tmp)), "--device", "cpu"]
+
+
 def _good_dump(tmp_path: Path) -> Path:
     items = [torch.arange(8, dtype=torch.float32).reshape(2, H) + 1]
     return dump_encoder_outputs(tmp_path / "good.safetensors", items, expected_num_items=1)
@@ -207,6 +212,7 @@ CASES: dict[str, Case] = {}
 for _name, (_content, _message) in HEADER_CASES.items():
     CASES[f"check-embeddings/{_name}"] = Case(_check(_content), 2, _message)
     CASES[f"inspect/{_name}"] = Case(_inspect(_content), 2, _message)
+    CASES[f"compare/{_name}"] = Case(_compare(_content), 2, _message)
 
 # -- check-embeddings: readable safetensors that break the dump schema (exit 2) --------------
 # `inspect` reads these fine (a valid safetensors file that is not a dump is exit 0, as its
@@ -701,7 +707,7 @@ def test_bad_input(tmp_path: Path, name: str) -> None:
 
 def test_the_corpus_covers_every_command() -> None:
     commands = {name.split("/")[0] for name in CASES}
-    assert commands == {"check-embeddings", "inspect", "kv-share", "bench"}
+    assert commands == {"check-embeddings", "inspect", "kv-share", "bench", "compare"}
     assert len(CASES) >= 45
 
 

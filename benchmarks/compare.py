@@ -1,0 +1,144 @@
+"""Time and memory of ``mmcli compare`` on two 1 GiB bf16 dumps, against reading both files.
+
+Builds, in a temporary directory, a 1 GiB REF dump of 64 bf16 items (2048, 4096) and a CAND
+dump of the same values as a second kernel would return them (Gaussian noise of 2e-3, clipped
+at 3 sigma, rounded back to bf16: within the port profile, not bit-identical, so every
+element is measured). Then runs, each in its own subprocess and in the same run: the
+interpreter importing what ``mmcli compare`` imports (the baseline), a script reading both
+files with ``safetensors.torch.load_file``, and ``mmcli compare REF CAND --device cpu
+--format json``. Reports wall time and peak RSS. The bars (issue 21): compare wall time <= 1.5x
+the reading script's, and peak RSS over the baseline <= 0.1x the two files. The temporary
+directory is removed afterwards.
+
+Usage: python benchmarks/compare.py [--items 64] [--rows 2048] [--hidden 4096] [--repeat 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+BASELINE = "import torch, safetensors, typer, rich, mmcli.compare, mmcli.cli.main"
+READ_BOTH = """
+import sys
+from safetensors.torch import load_file
+for path in sys.argv[1:]:
+    tensors = load_file(path)
+    del tensors
+"""
+
+
+def build(directory: Path, items: int, rows: int, hidden: int) -> None:
+    """Write ref.safetensors and cand.safetensors (see the module docstring)."""
+    import torch
+
+    from mmcli.dump import dump_encoder_outputs
+
+    gen = torch.Generator().manual_seed(0)
+    ref = [torch.randn(rows, hidden, generator=gen, dtype=torch.bfloat16) for _ in range(items)]
+    dump_encoder_outputs(directory / "ref.safetensors", ref, dtype="bf16", hidden_size=hidden)
+    cand = []
+    for t in ref:
+        noise = torch.randn(rows, hidden, generator=gen).clamp_(-3, 3).mul_(2e-3)
+        cand.append(t.float().add_(noise).to(torch.bfloat16))
+    del ref
+    dump_encoder_outputs(directory / "cand.safetensors", cand, dtype="bf16", hidden_size=hidden)
+
+
+def run(argv: list[str]) -> tuple[float, float, int, int]:
+    """Run a subprocess; return (wall seconds, CPU seconds, peak RSS bytes, exit code)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    code = os.waitstatus_to_exitcode(status)
+    if proc.stderr is not None:
+        err = proc.stderr.read().decode(errors="replace").strip()
+        if code not in (0, 1) and err:
+            print(err, file=sys.stderr)
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024, code
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--items", type=int, default=64)
+    parser.add_argument("--rows", type=int, default=2048)
+    parser.add_argument("--hidden", type=int, default=4096)
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--build", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.build is not None:
+        build(args.build, args.items, args.rows, args.hidden)
+        return 0
+    tmp = Path(tempfile.mkdtemp(prefix="mmcli-bench-compare-"))
+    try:
+        # Built in a child process, so that this one stays small (no torch imported here).
+        subprocess.run(
+            [sys.executable, __file__, "--build", str(tmp), "--items", str(args.items),
+             "--rows", str(args.rows), "--hidden", str(args.hidden)],
+            check=True,
+        )  # fmt: skip
+        ref, cand = tmp / "ref.safetensors", tmp / "cand.safetensors"
+        size = ref.stat().st_size + cand.stat().st_size
+        print(
+            f"dumps: 2 × {ref.stat().st_size / 2**30:.3f} GiB, {args.items} bf16 items of "
+            f"({args.rows}, {args.hidden}) each"
+        )
+        py = sys.executable
+        commands = {
+            "baseline": [py, "-c", BASELINE],
+            "load_file": [py, "-c", READ_BOTH, str(ref), str(cand)],
+            "compare": [py, "-m", "mmcli", "compare", str(ref), str(cand), "--device", "cpu",
+                        "--format", "json"],
+        }  # fmt: skip
+        # Lowest wall and CPU time over the repeats (other load only adds time); highest RSS.
+        best: dict[str, tuple[float, float, int]] = {}
+        for rep in range(args.repeat):
+            for name, argv in commands.items():
+                wall, cpu, rss, code = run(argv)
+                print(
+                    f"  run {rep + 1} {name:<9} wall {wall:7.2f} s  CPU {cpu:7.2f} s  "
+                    f"peak RSS {rss / 2**20:8.1f} MiB  exit {code}"
+                )
+                if code != 0:
+                    print(f"{name} exited with {code}", file=sys.stderr)
+                    return 1
+                old = best.get(name)
+                best[name] = (
+                    (min(wall, old[0]), min(cpu, old[1]), max(rss, old[2]))
+                    if old
+                    else (wall, cpu, rss)
+                )
+        _, _, base_rss = best["baseline"]
+        load_wall, load_cpu, _ = best["load_file"]
+        cmp_wall, cmp_cpu, cmp_rss = best["compare"]
+        over = cmp_rss - base_rss
+        print(f"baseline imports: {base_rss / 2**20:.1f} MiB")
+        print(f"load_file both: wall {load_wall:.2f} s, CPU {load_cpu:.2f} s")
+        print(
+            f"mmcli compare: wall {cmp_wall:.2f} s, CPU {cmp_cpu:.2f} s, "
+            f"{over / 2**20:.1f} MiB over the baseline"
+        )
+        time_ok = cmp_wall <= 1.5 * load_wall
+        rss_ok = over <= 0.1 * size
+        print(
+            f"time bar (compare <= 1.5x load_file): {cmp_wall / load_wall:.2f}x "
+            f"{'PASS' if time_ok else 'FAIL'}"
+        )
+        print(
+            f"memory bar (compare over baseline <= 0.1x the files): {over / size:.3f}x "
+            f"{'PASS' if rss_ok else 'FAIL'}"
+        )
+        return 0 if time_ok and rss_ok else 1
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
