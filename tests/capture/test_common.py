@@ -13,10 +13,12 @@ from mmcli.capture._common import (
     DEFAULT_MAX_DUMPS,
     CaptureContext,
     Capturer,
+    Settings,
     parse_max,
     parse_mode,
     rank_selected,
 )
+from mmcli.capture.settings import parse_ranks
 from mmcli.check_embeddings import check_file
 from mmcli.dump.io import load_dump
 from mmcli.errors import InputError
@@ -61,6 +63,27 @@ def test_parsers() -> None:
     assert rank_selected(5, None) and rank_selected(5, "all") and not rank_selected(5, "0-4")
     with pytest.raises(InputError):
         rank_selected(0, "zero")
+
+
+@pytest.mark.parametrize("spec", ["0,garbage", "0,", "0,,1", "1-0", "0-", "-1", "0;1", "٣"])
+def test_a_bad_rank_list_is_refused_whole(spec: str) -> None:
+    """Every part is checked, not only those before the rank's match (issue 23, item 16)."""
+    with pytest.raises(InputError, match="MMCLI_DUMP_RANKS"):
+        rank_selected(0, spec)
+    env = {"MMCLI_DUMP_DIR": "/nonexistent", "MMCLI_DUMP_RANKS": spec}
+    assert Settings.from_env(env) is None  # torch is imported here: checked at once
+
+
+def test_rank_lists() -> None:
+    assert rank_selected(3, " 0 , 2-3 ") and not rank_selected(1, "0,2-3")
+    assert rank_selected(None, "0") and parse_ranks("ALL") is None
+    assert parse_ranks("0,2-3") == [(0, 0), (2, 3)]
+
+
+def test_dump_max_zero_writes_nothing(tmp_path: Path) -> None:
+    cap = Capturer(tmp_path / "d", mode="always", max_dumps=parse_max("0"))
+    assert cap.record(HEALTHY) is None and cap.skipped == 1
+    assert not (tmp_path / "d").exists()
 
 
 def test_budget_directory_and_names(tmp_path: Path) -> None:

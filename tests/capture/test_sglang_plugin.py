@@ -25,8 +25,8 @@ import torch
 from typer.testing import CliRunner
 
 import mmcli
-from mmcli.capture import sglang as plugin
-from mmcli.capture import sglang_items
+from mmcli.capture.sglang import items as sglang_items
+from mmcli.capture.sglang import plugin
 from mmcli.check_embeddings import check_file
 from mmcli.cli.main import app
 from mmcli.dump.io import load_dump
@@ -492,7 +492,7 @@ def test_capture_error_never_replaces_the_engine_error(
 
 
 def test_launcher_registers_in_the_spawned_scheduler(tmp_path: Path) -> None:
-    """0.4.x has no plugins: ``python -m mmcli.capture.sglang_launch`` stands in for
+    """0.4.x has no plugins: ``python -m mmcli.capture.sglang.launch`` stands in for
     ``python -m sglang.launch_server``, and the scheduler process it spawns captures."""
     dumps = tmp_path / "dumps"
     env = {
@@ -502,7 +502,7 @@ def test_launcher_registers_in_the_spawned_scheduler(tmp_path: Path) -> None:
     }
     env.pop("MMCLI_DUMP_MODE", None)
     done = subprocess.run(
-        [sys.executable, "-m", "mmcli.capture.sglang_launch", "--fault", "one-short"],
+        [sys.executable, "-m", "mmcli.capture.sglang.launch", "--fault", "one-short"],
         env=env,
         capture_output=True,
         text=True,
