@@ -81,6 +81,8 @@ class FakeModel:
             return out[:-1]
         if self.fault == "none":
             return None
+        if self.fault == "zero":  # no item at all for a prompt with images
+            return []
         if self.fault == "narrow":  # a projector one column short: the check passes
             return [o[:, :-1] for o in out]
         if self.fault == "row-short":  # item 0 one row short of its mask: the check passes
@@ -560,3 +562,21 @@ def test_model_modules_holding_the_merge_by_name_are_rebound(
     with pytest.raises(ValueError):
         early.embed_input_ids(torch.zeros(40, HIDDEN), rows, is_multimodal)
     assert len(_dumps(dumps)) == 1
+
+
+def test_zero_items_dump_is_checked_as_item_count(fake_vllm: Callable[..., Path]) -> None:
+    """The encoder returned no item for two images: a dump of zero items with both slots."""
+    from typer.testing import CliRunner
+
+    from mmcli.cli.main import app
+
+    dumps = fake_vllm("v0_29", mode="failure")
+    with pytest.raises(AssertionError, match="but got len"):
+        _v1_runner("v0_29", "zero")._execute_mm_encoder(_scheduled(r0=[0, 1]))
+    (path,) = _dumps(dumps)
+    dump = load_dump(path)
+    assert dump.num_items == 0 and dump.layout.num_masks == 2
+    assert _ranges(path) == [[5, ROWS + 2], [15, ROWS + 2]]
+    result = CliRunner().invoke(app, ["check-embeddings", str(path), "--device", "cpu"])
+    assert result.exit_code == 1, result.output
+    assert "item-count" in result.output and "0 item(s) but 2 expected" in result.output
