@@ -135,3 +135,29 @@ def test_merged_layout_round_trip(tmp_path: Path) -> None:
 def test_capture_package_imports_no_torch() -> None:
     code = "import sys, mmcli, mmcli.capture; assert 'torch' not in sys.modules, 'torch'"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_zero_d_stacked_dump_is_a_finding_not_a_crash(tmp_path: Path) -> None:
+    """A 0-D stacked mm_embeddings (another writer's) is stacked-ndim, exit 1 (issue 23, 15)."""
+    from safetensors.torch import save_file
+    from typer.testing import CliRunner
+
+    from mmcli.cli.main import app
+
+    path = tmp_path / "scalar.safetensors"
+    save_file({"mm_embeddings": torch.tensor(1.0)}, str(path), {"format": "mm_dump"})
+    result = CliRunner().invoke(app, ["check-embeddings", str(path), "--device", "cpu"])
+    assert result.exit_code == 1, result.output
+    assert "stacked-ndim" in result.output
+
+
+def test_capture_records_a_zero_d_encoder_output_as_its_return_type(tmp_path: Path) -> None:
+    """An encoder returning a 0-d tensor: no 0-D mm_embeddings is written (issue 23, 15)."""
+    cap = Capturer(tmp_path, mode="failure")
+    path = cap.record(torch.tensor(3.0), error=RuntimeError("no"))
+    assert path is not None
+    dump = load_dump(path)
+    assert "mm_embeddings" not in dump.header.tensors and dump.num_items == 0
+    assert dump.metadata["encoder_return_type"] == "Tensor[0-d float32]"
+    codes = [f.code for f in check_file(path, device=torch.device("cpu")).findings]
+    assert "non-tensor-output" in codes
