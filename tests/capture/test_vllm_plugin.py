@@ -27,6 +27,7 @@ from mmcli.dump.io import load_dump
 FAKE = Path(__file__).parent / "fake_vllm"
 HIDDEN = 16
 ROWS = 4  # embeddings per image
+PROMPT = [1, 2, 3, 4, 5] + [9] * (ROWS + 2) + [6] * 4 + [9] * (ROWS + 2) + [7, 8]
 
 
 def _forget_vllm() -> None:
@@ -133,7 +134,9 @@ def _v1_runner(tree: str, fault: str | None = None) -> Any:
             mm_positions=[PlaceholderRange(5, ROWS + 2, mask), PlaceholderRange(15, ROWS)],
         )
     else:
-        runner.requests["r0"] = batch.CachedRequestState("r0", mm_features=_features([1.0, 2.0]))
+        runner.requests["r0"] = batch.CachedRequestState(
+            "r0", mm_features=_features([1.0, 2.0]), prompt_token_ids=PROMPT
+        )
     return runner
 
 
@@ -580,3 +583,15 @@ def test_zero_items_dump_is_checked_as_item_count(fake_vllm: Callable[..., Path]
     result = CliRunner().invoke(app, ["check-embeddings", str(path), "--device", "cpu"])
     assert result.exit_code == 1, result.output
     assert "item-count" in result.output and "0 item(s) but 2 expected" in result.output
+
+
+@pytest.mark.parametrize("tree", ["v0_15", "v0_29"])
+def test_a_one_request_batch_records_the_prompt(tree: str, fake_vllm: Callable[..., Path]) -> None:
+    """The prompt's token ids, as the transformers capture records them (for compare)."""
+    from safetensors.torch import load_file
+
+    dumps = fake_vllm(tree)
+    _v1_runner(tree)._execute_mm_encoder(_scheduled(r0=[0, 1]))
+    (path,) = _dumps(dumps)
+    assert load_file(str(path))["input_ids"].tolist() == PROMPT
+    assert _codes(path) == set()

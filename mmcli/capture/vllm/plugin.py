@@ -54,6 +54,7 @@ from mmcli.capture.vllm.items import (
     RunnerInfo,
     item_info,
     item_of,
+    prompt_of,
     unpack,
 )
 from mmcli.capture.vllm.state import Checked, holder, state
@@ -194,7 +195,10 @@ def _record(method: str, runner: object, args: tuple[Any, ...], result: object) 
             req_id, position = ref
             modality = entry[0] if isinstance(entry, tuple) else None
             item = item_of(entry)
-            info = item_info(position, modality=modality, identifier=mm_hash, req_id=req_id)
+            prompt = prompt_of(runner, req_id)
+            info = item_info(
+                position, modality=modality, identifier=mm_hash, req_id=req_id, prompt=prompt
+            )
             items[id(item)] = (item, info)
     elif method == "_batch_mm_kwargs_from_scheduler":  # ([item], [(hash, pos)])
         kwargs, hashes_pos = unpack(result, 2)
@@ -222,6 +226,7 @@ def _record(method: str, runner: object, args: tuple[Any, ...], result: object) 
                         modality=getattr(feature, "modality", None),
                         identifier=getattr(feature, "identifier", None),
                         req_id=req_id,
+                        prompt=prompt_of(runner, req_id),
                     )
                     items[id(item)] = (item, info)
     state.items = items
