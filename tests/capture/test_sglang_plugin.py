@@ -326,14 +326,16 @@ def test_one_row_short_reraises_engine_error_and_dumps(
     assert result.exit_code == 1 and "mask-count" in result.output
 
 
+@pytest.mark.parametrize("fault", ["wide", "narrow"])
 @pytest.mark.parametrize("tree", TREES)
 def test_scatter_error_dumps_the_step_it_failed_on(
-    tree: str, fake_sglang: Callable[..., Path]
+    tree: str, fault: str, fake_sglang: Callable[..., Path]
 ) -> None:
-    """Rows twice as wide pass the length check and fail in the scatter that follows."""
+    """Rows twice as wide, or one column short, pass the length check and fail in the
+    scatter (the merge) that follows."""
     dumps = fake_sglang(tree, mode="failure")
     with pytest.raises(RuntimeError) as info:
-        _prefill(tree, "wide")
+        _prefill(tree, fault)
     (path,) = _dumps(dumps)
     meta = load_dump(path).metadata
     assert meta["engine_error"] == f"RuntimeError: {info.value}"
