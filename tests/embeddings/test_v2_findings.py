@@ -154,7 +154,7 @@ def test_all_nan_hint_follows_the_mask(tmp_path: Path) -> None:
     (finding,) = whole.findings
     assert finding.code == "non-finite" and finding.hint.startswith("fp16 overflow")
     assert "not the scattered placeholder form" in finding.hint
-    unmasked = check(tmp_path, [nan16])
+    unmasked = check(tmp_path, [nan16])  # NaN in every row: no embedding row kept
     assert unmasked.findings[0].hint.startswith("fp16 overflow")
     scattered = rows(4)
     scattered[[0, 3]] = float("nan")

@@ -254,7 +254,8 @@ def _non_finite(index: int, emb: torch.Tensor, scattered_possible: bool = True) 
         bad_rows = bad.any(dim=1)
         nan_rows = int(nan.all(dim=1).sum())
         rows = f" in {int(bad_rows.sum())} of {emb.shape[0]} rows"
-        if nan_rows and scattered_possible:
+        # The scattered form keeps its embedding rows: an item NaN in every row is not it.
+        if nan_rows and scattered_possible and nan_rows < emb.shape[0]:
             hint = (
                 f"{nan_rows} {'row is' if nan_rows == 1 else 'rows are'} entirely NaN: the "
                 "scattered placeholder form (NaN at non-embedding positions) was passed as "
@@ -263,8 +264,8 @@ def _non_finite(index: int, emb: torch.Tensor, scattered_possible: bool = True) 
         elif nan_rows:
             hint = (
                 f"{hint} ({nan_rows} {'row is' if nan_rows == 1 else 'rows are'} entirely NaN; "
-                "not the scattered placeholder form: the mask marks every position an "
-                "embedding)"
+                "not the scattered placeholder form, which keeps its embedding rows "
+                "where the mask is True)"
             )
     code = "non-finite"
     if emb.dtype == torch.float16 and num_inf:

@@ -131,9 +131,11 @@ class Diagnosis:
         self.rows.append(sequence.ItemRows(index, rows, facts.num_embeds, facts.num_placeholders))
         fingerprint = None
         if floating:
-            # NaN rows can be the scattered form only where the mask leaves positions out.
-            scattered = facts.num_embeds is not None and (
-                facts.num_embeds < (facts.num_placeholders or 0) == rows
+            # NaN rows can be the scattered form only where the mask (if any) leaves positions
+            # out: an all-True mask rules it out.
+            scattered = mask is None or (
+                facts.num_embeds is not None
+                and facts.num_embeds < (facts.num_placeholders or 0) == rows
             )
             values = per_item.judge_values(index, emb, scattered_possible=scattered)
             stats.finite, stats.mean_row_norm = values.finite, values.mean_row_norm
