@@ -595,3 +595,12 @@ def test_a_one_request_batch_records_the_prompt(tree: str, fake_vllm: Callable[.
     (path,) = _dumps(dumps)
     assert load_file(str(path))["input_ids"].tolist() == PROMPT
     assert _codes(path) == set()
+
+
+def test_checked_batches_kept_for_the_merge_are_bounded(fake_vllm: Callable[..., Path]) -> None:
+    """Without a preparation step to start a new one, the references do not pile up."""
+    fake_vllm("v0_29", mode="failure")
+    check = importlib.import_module("vllm.v1.worker.utils").sanity_check_mm_encoder_outputs
+    for _ in range(3 * plugin.MAX_CHECKED):
+        check([torch.zeros(2, HIDDEN)], expected_num_items=1)
+    assert len(state.checked) == plugin.MAX_CHECKED

@@ -88,6 +88,9 @@ RUNNER_MODULES = (
 _TARGETS = frozenset((UTILS_MODULE, *RUNNER_MODULES))
 _MARK = "__mmcli_wrapped__"
 _OWNER = "vllm"
+#: Checked batches kept for the merge (a step's; bounded where no preparation step is seen
+#: to start a new one).
+MAX_CHECKED = 8
 
 
 # --------------------------------------------------------------------------- registration
@@ -323,7 +326,8 @@ def _wrap_check(check: Callable[..., Any]) -> Callable[..., Any]:
         if settings.mode != "failure":
             _capture(settings, mm_embeddings, expected, infos, phase, None)
         if phase != "profile":  # kept (by reference) for the merge that follows
-            state.checked.append(Checked(mm_embeddings, expected, infos, phase))
+            kept = state.checked[-(MAX_CHECKED - 1) :] if MAX_CHECKED > 1 else []
+            state.checked = [*kept, Checked(mm_embeddings, expected, infos, phase)]
         return result
 
     return _marked(sanity_check_mm_encoder_outputs)
