@@ -1,8 +1,11 @@
 """A LLaVA whose encoder output is broken on purpose, registered with vLLM for the e2e run.
 
-``MMCLI_E2E_FAULT``: ``batch-dim`` (every item keeps a leading batch dim: 3-D items) or
-``one-short`` (one item too few). Registered in-process under ``ARCH``; the model folder's
-``config.json`` names ``ARCH`` as its architecture.
+``MMCLI_E2E_FAULT``: ``batch-dim`` (every item keeps a leading batch dim: 3-D items),
+``one-short`` (one item too few), ``zero`` (no item at all), ``narrow`` (a projector one
+column short: rows of hidden - 1; the engine's check passes, the merge fails), ``scale``
+(every row times 0.5: structurally fine, numerically wrong) or ``reverse`` (each item's rows
+in reverse order). Registered in-process under ``ARCH``; the model folder's ``config.json``
+names ``ARCH`` as its architecture.
 """
 
 from __future__ import annotations
@@ -23,6 +26,14 @@ class MmcliFaultyLlava(LlavaForConditionalGeneration):
             return [item.unsqueeze(0) for item in outputs]
         if fault == "one-short":
             return outputs[:-1]
+        if fault == "zero":
+            return []
+        if fault == "narrow":
+            return [item[:, :-1] for item in outputs]
+        if fault == "scale":
+            return [item * 0.5 for item in outputs]
+        if fault == "reverse":
+            return [item.flip(0) for item in outputs]
         return outputs
 
 

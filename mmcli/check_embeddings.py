@@ -265,8 +265,9 @@ def _check_memory(dump: Dump, device: torch.device) -> None:
         if dump.layout.stacked or dump.layout.merged:
             info = tensors["mm_embeddings"]
             rows = info.shape[0] if dump.layout.merged else (info.shape[1:] or (1,))[0]
-            nbytes = info.nbytes if dump.layout.merged else info.nbytes // max(info.shape[0], 1)
-            numel = info.numel if dump.layout.merged else info.numel // max(info.shape[0], 1)
+            count = max((info.shape or (1,))[0], 1)  # a 0-D stacked tensor is one value
+            nbytes = info.nbytes if dump.layout.merged else info.nbytes // count
+            numel = info.numel if dump.layout.merged else info.numel // count
         else:
             info = tensors[f"mm_embeddings.{index}"]
             rows, nbytes, numel = (info.shape or (1,))[0], info.nbytes, info.numel

@@ -1,11 +1,13 @@
 """Capture encoder outputs from a running model as ``mm_dump`` files.
 
 ``mmcli.capture.transformers(model, "dumps/", when="failure")`` wraps a transformers
-vision-language model (:mod:`mmcli.capture.hf`); the engine plugins live beside it: vLLM's
-(:mod:`mmcli.capture.vllm`) and SGLang's (:mod:`mmcli.capture.sglang`, with
-:mod:`mmcli.capture.sglang_launch` for SGLang releases without plugins).
-What they share (modes, the dump directory, the file budget, naming) is
-:mod:`mmcli.capture._common`. Nothing here imports torch or transformers until used.
+vision-language model (:mod:`mmcli.capture.hf`); the engine plugins live beside it, one
+package each: vLLM's (:mod:`mmcli.capture.vllm`) and SGLang's (:mod:`mmcli.capture.sglang`,
+with :mod:`mmcli.capture.sglang.launch` for SGLang releases without plugins), sharing one
+import hook (:mod:`mmcli.capture.import_hook`). What every path shares: the settings
+(:mod:`mmcli.capture.settings`: modes, the ``MMCLI_DUMP_*`` environment) and the writer
+(:mod:`mmcli.capture._common`: the dump directory, the file budget, naming). Nothing here
+imports torch or transformers until used.
 """
 
 from __future__ import annotations

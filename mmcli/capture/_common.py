@@ -17,7 +17,8 @@ file (v2 when sequence context is given)::
 Modes: ``failure`` (default) writes only batches passed with ``error``; ``check`` also runs
 mmcli's own diagnosis in memory and writes batches with an error finding; ``always`` writes
 every batch. At most ``max_dumps`` files are written per :class:`Capturer` (per process;
-``MMCLI_DUMP_MAX``, default 32). The directory is created with mode 0700; files appear whole
+``MMCLI_DUMP_MAX``, default 32; 0 writes none). The environment is read and checked in
+:mod:`mmcli.capture.settings`. The directory is created with mode 0700; files appear whole
 or not at all (:mod:`mmcli.atomic`), named
 ``{engine}-{phase}-r{rank}-p{pid}-{seq:04d}-{reason}.safetensors``. :meth:`Capturer.record`
 never raises: a capture that fails warns once and the engine carries on.
@@ -26,72 +27,44 @@ never raises: a capture that fails warns once and the engine carries on.
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import re
+import sys
 import threading
 import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 from mmcli.capture.context import CaptureContext
+from mmcli.capture.settings import (
+    DEFAULT_MAX_DUMPS,
+    ENV_DIR,
+    ENV_MAX,
+    ENV_MODE,
+    ENV_RANKS,
+    Mode,
+    parse_max,
+    parse_mode,
+    parse_ranks,
+    rank_selected,
+)
 from mmcli.errors import InputError
 
-Mode = Literal["failure", "check", "always"]
-MODES: tuple[Mode, ...] = ("failure", "check", "always")
-ENV_DIR, ENV_MODE, ENV_MAX, ENV_RANKS = (
-    "MMCLI_DUMP_DIR",
-    "MMCLI_DUMP_MODE",
-    "MMCLI_DUMP_MAX",
-    "MMCLI_DUMP_RANKS",
-)
-DEFAULT_MAX_DUMPS = 32
+__all__ = [
+    "DEFAULT_MAX_DUMPS",
+    "CaptureContext",
+    "Capturer",
+    "Mode",
+    "Settings",
+    "make_dump_dir",
+    "parse_max",
+    "parse_mode",
+    "rank_selected",
+]
+
 _SAFE = re.compile(r"[^A-Za-z0-9_.]+")
-
-
-def parse_mode(value: str | None, *, default: Mode = "failure") -> Mode:
-    """``failure``, ``check`` or ``always`` (case-insensitive; empty → ``default``)."""
-    if value is None or not value.strip():
-        return default
-    mode = value.strip().lower()
-    if mode not in MODES:
-        raise InputError(
-            f"capture mode {value!r} is not one of {', '.join(MODES)}",
-            hint=f"set {ENV_MODE} (or when=) to failure, check or always",
-        )
-    return mode
-
-
-def parse_max(value: str | None) -> int:
-    """``MMCLI_DUMP_MAX``: a count ≥ 0 (empty → the default)."""
-    if value is None or not value.strip():
-        return DEFAULT_MAX_DUMPS
-    try:
-        number = int(value)
-    except ValueError:
-        number = -1
-    if number < 0:
-        raise InputError(f"{ENV_MAX}={value!r} is not an integer >= 0", hint="e.g. 32")
-    return number
-
-
-def rank_selected(rank: int | None, spec: str | None) -> bool:
-    """Whether ``rank`` is in ``MMCLI_DUMP_RANKS`` (``0,2``, ``0-3``, ``all``; empty: all)."""
-    if spec is None or not spec.strip() or spec.strip().lower() == "all":
-        return True
-    if rank is None:
-        return True
-    for part in spec.split(","):
-        part = part.strip()
-        low, _, high = part.partition("-")
-        try:
-            if int(low) <= rank <= int(high or low):
-                return True
-        except ValueError:
-            raise InputError(
-                f"{ENV_RANKS}={spec!r} is not a list of ranks", hint="e.g. 0 or 0,1 or 0-3"
-            ) from None
-    return False
 
 
 def make_dump_dir(directory: str | os.PathLike[str]) -> Path:
@@ -274,6 +247,73 @@ class Capturer:
                 RuntimeWarning,
                 stacklevel=3,
             )
+
+
+def _logger(engine: str) -> logging.Logger:
+    return logging.getLogger(f"mmcli.capture.{engine}")
+
+
+@dataclass
+class Settings:
+    """What an engine plugin's ``register`` read from the environment (checked there, used at
+    capture): one :class:`~mmcli.capture._common.Capturer` per rank, made on first use."""
+
+    environ: dict[str, str]
+    capturers: dict[int | None, Capturer | None] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    engine: str = "vllm"
+
+    @classmethod
+    def from_env(
+        cls, env: Mapping[str, str] | None = None, *, engine: str = "vllm"
+    ) -> Settings | None:
+        """Settings from the environment, or None when ``MMCLI_DUMP_DIR`` is unset/empty.
+
+        A bad ``MMCLI_DUMP_MODE``/``_MAX``/``_RANKS`` is logged and leaves the plugin inert
+        (a plugin must not stop the engine from starting).
+        """
+        env = dict(os.environ if env is None else env)
+        if not env.get(ENV_DIR, "").strip():
+            return None
+        settings = cls(environ=env, engine=engine)
+        # Check the other variables now when the engine has already imported torch (vLLM
+        # and SGLang always have by the time they load plugins); else at the first capture.
+        if "torch" in sys.modules and not settings.valid():
+            return None
+        return settings
+
+    def valid(self) -> bool:
+        """Whether the mode, budget and ranks parse; logs the problem when not."""
+        try:
+            parse_mode(self.environ.get(ENV_MODE))
+            parse_max(self.environ.get(ENV_MAX))
+            parse_ranks(self.environ.get(ENV_RANKS))
+        except InputError as exc:
+            _logger(self.engine).error("mmcli: capture disabled: %s", exc)
+            return False
+        return True
+
+    def capturer(self, rank: int | None) -> Capturer | None:
+        """This process's capturer for ``rank`` (None when the rank is not selected or the
+        settings are bad)."""
+        with self.lock:
+            if rank not in self.capturers:
+                self.capturers[rank] = (
+                    Capturer.from_env(engine=self.engine, rank=rank, environ=self.environ)
+                    if self.valid()
+                    else None
+                )
+            return self.capturers[rank]
+
+    @property
+    def mode(self) -> str:
+        """The capture mode as set (checked by :meth:`valid`)."""
+        return (self.environ.get(ENV_MODE) or "failure").strip().lower()
+
+    @property
+    def directory(self) -> str:
+        """Where the dumps go."""
+        return self.environ.get(ENV_DIR, "")
 
 
 def error_text(error: BaseException | str, limit: int = 4000) -> str:

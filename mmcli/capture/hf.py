@@ -1,20 +1,24 @@
 """Capture from a transformers vision-language model: ``mmcli.capture.transformers(model, dir)``.
 
-Works with any model whose (inner) module defines ``get_image_features`` and
-``get_placeholder_mask`` (the transformers v5 API; in v4 the same methods exist from 4.54 on,
-where ``get_image_features`` returns the features themselves rather than an output whose
-``pooler_output`` holds them; both are understood). Inside the ``with`` block, those
-methods and that module's ``forward`` are wrapped on the instance (the class is untouched,
-and everything is restored on exit):
+Works with any model whose (inner) module defines ``get_placeholder_mask`` and one or more of
+``get_image_features``, ``get_video_features``, ``get_audio_features`` (the transformers v5
+API; in v4 the same methods exist from 4.54 on, where they return the features themselves
+rather than an output whose ``pooler_output`` holds them; both are understood). Inside the
+``with`` block, those methods and that module's ``forward`` are wrapped on the instance (the
+class is untouched, and everything is restored on exit):
 
-* ``get_image_features``: its per-item outputs (``pooler_output``; Qwen3-VL deepstack levels
-  are concatenated to each item as vLLM does, with ``deepstack_levels`` recorded);
+* each ``get_<modality>_features``: its per-item outputs (``pooler_output``; Qwen3-VL
+  deepstack levels are concatenated to each item as vLLM does, with ``deepstack_levels``
+  recorded). A prompt with several modalities is one dump: the items of each modality in
+  the order the model encoded them, ``item_modalities`` naming each item's;
 * ``get_placeholder_mask``: the prompt's token ids, from which each item's placeholder range
-  and mask are found (runs of the image token, matched to items by length);
+  and mask are found (runs of its modality's token, matched to items by length); a mask
+  check that raises (``Video features and video tokens do not match``) is recorded with
+  its error;
 * ``forward``: the batch is recorded when the model raises (mode ``failure``: the dump
   carries the error text; the exception propagates unchanged), and in ``check``/``always``
-  also after a clean call; a prefill whose prompt holds image tokens but never called the
-  encoder is recorded as an encoder that returned None.
+  also after a clean call; a prefill whose prompt holds placeholder tokens but never called
+  an encoder is recorded as an encoder that returned None.
 
 For a batch of several sequences the token ids are concatenated row by row, which is the
 order the model merges image features in.
@@ -23,6 +27,7 @@ order the model merges image features in.
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -36,6 +41,8 @@ from mmcli.capture._common import DEFAULT_MAX_DUMPS, Capturer, Mode
 from mmcli.capture.context import CaptureContext
 
 _MISSING: Any = object()
+#: The encoders a transformers vision/audio-language model's inner module may expose.
+MODALITIES = ("image", "video", "audio")
 
 
 @dataclass
@@ -44,10 +51,15 @@ class _Batch:
 
     input_ids: torch.Tensor | None
     prefill: bool
-    outputs: Any = _MISSING
+    outputs: dict[str, Any] = field(default_factory=dict)  # modality → what it returned
     deepstack_levels: int | None = None
     recorded: bool = False
+    masked: set[str] = field(default_factory=set)  # modalities whose mask check passed
     extra: dict[str, str] = field(default_factory=dict)
+
+    def encoded(self, modality: str, out: Any) -> None:
+        self.outputs[modality], levels = _items_of(out)
+        self.deepstack_levels = self.deepstack_levels or levels
 
 
 def _items_of(out: Any) -> tuple[Any, int | None]:
@@ -115,6 +127,21 @@ def item_ranges(
     return list(runs) if len(runs) == len(rows) else None
 
 
+def _token(config: Any, modality: str) -> int | None:
+    """The placeholder token id of ``modality`` (``image_token_id`` or ``…_index``)."""
+    for key in (f"{modality}_token_id", f"{modality}_token_index"):
+        token = getattr(config, key, None)
+        if isinstance(token, int):
+            return token
+    return None
+
+
+def _features_modality(name: str) -> str | None:
+    """``image_features`` → ``image`` (a get_placeholder_mask parameter), else None."""
+    stem = name.removesuffix("_features")
+    return stem if stem != name and stem in MODALITIES else None
+
+
 class _Session:
     """The wrappers of one ``with`` block over one model."""
 
@@ -123,10 +150,7 @@ class _Session:
         self.capturer = capturer
         config = getattr(model, "config", None)
         text = getattr(config, "text_config", None) or config
-        token = getattr(config, "image_token_id", None)
-        if token is None:
-            token = getattr(config, "image_token_index", None)
-        self.token = None if token is None else int(token)
+        self.tokens = {m: t for m in MODALITIES if (t := _token(config, m)) is not None}
         versions = {"mmcli": __version__, "torch": torch.__version__}
         try:
             import transformers
@@ -137,12 +161,9 @@ class _Session:
         tp = getattr(model, "_tp_size", None) or getattr(model, "tp_size", None)
         dtype = getattr(model, "dtype", None)
         self.context = context.with_(
-            placeholder_token_ids=context.placeholder_token_ids
-            or ([self.token] if self.token is not None else None),
             hidden_size=context.hidden_size or getattr(text, "hidden_size", None),
             dtype=context.dtype or (dtype if isinstance(dtype, torch.dtype) else None),
             model=context.model or getattr(config, "model_type", None),
-            modality=context.modality or "image",
             engine=context.engine or "transformers",
             versions={**versions, **context.versions},
             tp_size=context.tp_size or (int(tp) if isinstance(tp, int) and tp > 1 else None),
@@ -153,15 +174,18 @@ class _Session:
     # ---------------------------------------------------------------- patching
 
     def install(self) -> int:
-        """Wrap every module defining both methods; return how many were wrapped."""
+        """Wrap every module defining ``get_placeholder_mask`` and an encoder; return how many
+        were wrapped."""
         targets = [
             m
             for m in self.model.modules()
             if callable(getattr(type(m), "get_placeholder_mask", None))
-            and callable(getattr(type(m), "get_image_features", None))
+            and any(callable(getattr(type(m), f"get_{x}_features", None)) for x in MODALITIES)
         ]
         for module in targets:
-            self._patch(module, "get_image_features", self._features)
+            for modality in MODALITIES:
+                if callable(getattr(type(module), f"get_{modality}_features", None)):
+                    self._patch(module, f"get_{modality}_features", self._features(modality))
             self._patch(module, "get_placeholder_mask", self._mask)
             self._patch(module, "forward", self._forward)
         return len(targets)
@@ -181,40 +205,52 @@ class _Session:
 
     # ---------------------------------------------------------------- wrappers
 
-    def _features(self, original: Any) -> Any:
-        @functools.wraps(original)  # generate() reads its signature
-        def get_image_features(*args: Any, **kwargs: Any) -> Any:
-            # generate() runs the encoder before the prefill, outside any forward
-            batch = self.stack[-1] if self.stack else _Batch(None, True)
-            try:
-                out = original(*args, **kwargs)
-            except Exception as exc:
-                if not batch.recorded:
-                    batch.extra["encoder_raised"] = "1"
-                    self._record(batch, error=exc, outputs=type(exc).__name__)
-                raise
-            if self.stack:
-                batch.outputs, batch.deepstack_levels = _items_of(out)
-            return out
+    def _features(self, modality: str) -> Any:
+        def factory(original: Any) -> Any:
+            @functools.wraps(original)  # generate() reads its signature
+            def get_features(*args: Any, **kwargs: Any) -> Any:
+                # generate() runs the encoder before the prefill, outside any forward
+                batch = self.stack[-1] if self.stack else _Batch(None, True)
+                try:
+                    out = original(*args, **kwargs)
+                except Exception as exc:
+                    if not batch.recorded:
+                        batch.extra["encoder_raised"] = "1"
+                        batch.outputs[modality] = _Raised(type(exc).__name__)
+                        self._record(batch, error=exc)
+                    raise
+                if self.stack:
+                    batch.encoded(modality, out)
+                return out
 
-        return get_image_features
+            return get_features
+
+        return factory
 
     def _mask(self, original: Any) -> Any:
+        signature = inspect.signature(original)
+
         @functools.wraps(original)
         def get_placeholder_mask(*args: Any, **kwargs: Any) -> Any:
             batch = self.stack[-1] if self.stack else None
-            image = kwargs.get("image_features", args[2] if len(args) > 2 else None)
-            ids = kwargs.get("input_ids", args[0] if args else None)
+            try:
+                named = signature.bind(*args, **kwargs).arguments
+            except TypeError:
+                named = dict(kwargs)
+            checked = {
+                m for k, v in named.items() if v is not None and (m := _features_modality(k))
+            }
+            ids = named.get("input_ids")
             if batch is not None and isinstance(ids, torch.Tensor):
                 batch.input_ids = ids
             try:
                 result = original(*args, **kwargs)
             except Exception as exc:
-                if batch is not None and image is not None and not batch.recorded:
+                if batch is not None and checked and not batch.recorded:
                     self._record(batch, error=exc)
                 raise
-            if batch is not None and image is not None and not batch.recorded:
-                self._record(batch)
+            if batch is not None:
+                batch.masked |= checked
             return result
 
         return get_placeholder_mask
@@ -228,23 +264,27 @@ class _Session:
             prefill = cache is None or not callable(length) or int(length()) == 0
             batch = _Batch(ids if isinstance(ids, torch.Tensor) else None, prefill)
             encoded = kwargs.get("mm_encoder_outputs")  # v5 generate(): encoded beforehand
-            if isinstance(encoded, dict) and encoded.get("image") is not None:
-                batch.outputs, batch.deepstack_levels = _items_of(encoded["image"])
+            if isinstance(encoded, dict):
+                for modality in MODALITIES:
+                    if encoded.get(modality) is not None:
+                        batch.encoded(modality, encoded[modality])
             self.stack.append(batch)
             try:
                 result = original(*args, **kwargs)
             except Exception as exc:
-                if not batch.recorded and batch.outputs is not _MISSING:
-                    self._record(batch, error=exc)
+                if not batch.recorded and batch.outputs:
+                    # Raised after every encoder's mask check passed: not the encoders' error.
+                    merged = batch.masked >= set(batch.outputs)
+                    self._record(batch, error=None if merged else exc)
                 raise
             finally:
                 self.stack.pop()
             if not batch.recorded:
-                if batch.outputs is not _MISSING:
+                if batch.outputs:
                     self._record(batch)
                 elif batch.prefill and self._holds_placeholders(batch):
-                    batch.outputs = None  # the encoder never ran for a prompt with images
-                    self._record(batch)
+                    batch.outputs[next(iter(self.tokens))] = None
+                    self._record(batch)  # the encoder never ran for a prompt with items
             return result
 
         return forward
@@ -252,31 +292,54 @@ class _Session:
     # ---------------------------------------------------------------- recording
 
     def _holds_placeholders(self, batch: _Batch) -> bool:
-        if self.capturer.mode == "failure" or batch.input_ids is None or self.token is None:
+        if self.capturer.mode == "failure" or batch.input_ids is None or not self.tokens:
             return False
-        return bool((batch.input_ids == self.token).any())
+        tokens = torch.tensor(list(self.tokens.values()), device=batch.input_ids.device)
+        return bool(torch.isin(batch.input_ids, tokens).any())
 
-    def _record(
-        self, batch: _Batch, *, error: BaseException | None = None, outputs: Any = _MISSING
-    ) -> None:
+    def _record(self, batch: _Batch, *, error: BaseException | None = None) -> None:
         batch.recorded = True
-        outputs = batch.outputs if outputs is _MISSING else outputs
-        if isinstance(outputs, str):  # the encoder raised: record that, not a None return
-            outputs = _Raised(outputs)
+        modalities = list(batch.outputs)
+        values = [batch.outputs[m] for m in modalities]
         ids = None if batch.input_ids is None else batch.input_ids.detach().reshape(-1).cpu()
-        ranges = masks = None
-        if ids is not None and self.token is not None:
-            ranges = item_ranges(runs_of(ids, self.token), _rows(outputs))
-            if ranges is not None:
+        per_item = [_rows(v) for v in values]
+        outputs: Any
+        if len(values) == 1 or None in per_item:
+            # one modality, or one that returned no tensors: that one is the record
+            pick = next((i for i, rows in enumerate(per_item) if rows is None), 0)
+            modalities, values, per_item = [modalities[pick]], [values[pick]], [per_item[pick]]
+            outputs = values[0]
+        else:
+            outputs = [t for v in values for t in (list(v.unbind(0)) if _is_t(v) else v)]
+        ranges: list[tuple[int, int]] | None = None
+        masks = None
+        if ids is not None and all(m in self.tokens for m in modalities):
+            found = [
+                item_ranges(runs_of(ids, self.tokens[m]), rows)
+                for m, rows in zip(modalities, per_item, strict=True)
+            ]
+            if all(r is not None for r in found):
+                ranges = [span for r in found for span in r or ()]
                 masks = [torch.ones(n, dtype=torch.bool) for _, n in ranges]
+        tagged = [m for m, rows in zip(modalities, per_item, strict=True) for _ in rows or ()]
+        extra = {**self.context.extra, **batch.extra}
+        if tagged:
+            extra["item_modalities"] = ",".join(tagged)
+        tokens = [self.tokens[m] for m in modalities if m in self.tokens]
         ctx = self.context.with_(
             input_ids=ids,
             placeholder_ranges=ranges,
+            placeholder_token_ids=self.context.placeholder_token_ids or tokens or None,
+            modality=self.context.modality or ",".join(modalities),
             deepstack_levels=batch.deepstack_levels or self.context.deepstack_levels,
             phase="prefill" if batch.prefill else "decode",
-            extra={**self.context.extra, **batch.extra},
+            extra=extra,
         )
         self.capturer.record(outputs, is_embed=masks, context=ctx, error=error)
+
+
+def _is_t(value: Any) -> bool:
+    return isinstance(value, torch.Tensor)
 
 
 class _Raised:
@@ -295,21 +358,23 @@ def transformers(
     max_dumps: int = DEFAULT_MAX_DUMPS,
     context: CaptureContext | None = None,
 ) -> Iterator[Capturer]:
-    """Capture ``model``'s image-encoder batches into ``directory`` while the block runs.
+    """Capture ``model``'s encoder batches (image, video, audio) into ``directory`` while the
+    block runs.
 
     ``when``: ``failure`` (only batches the model raised on), ``check`` (also batches
     mmcli's own diagnosis finds an error in) or ``always``. Yields the
     :class:`~mmcli.capture._common.Capturer` (``.written`` lists the files). Raises
-    ``TypeError`` when no module of ``model`` has ``get_image_features`` and
-    ``get_placeholder_mask``.
+    ``TypeError`` when no module of ``model`` has ``get_placeholder_mask`` and a
+    ``get_image_features`` (or video, audio) encoder.
     """
     capturer = Capturer(directory, mode=when, max_dumps=max_dumps, engine="transformers")
     session = _Session(model, capturer, context or CaptureContext())
     try:
         if not session.install():
             raise TypeError(
-                f"{type(model).__name__} has no module with get_image_features and "
-                "get_placeholder_mask (transformers >= 4.54 vision-language models have both)"
+                f"{type(model).__name__} has no module with get_image_features (or "
+                "get_video_features, get_audio_features) and get_placeholder_mask "
+                "(transformers >= 4.54 vision-language models have both)"
             )
         yield capturer
     finally:

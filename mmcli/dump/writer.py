@@ -40,6 +40,8 @@ def _metadata_value(key: str, value: object) -> str:
 def return_type(value: object) -> str:
     """A short description of a non-tensor encoder return: ``NoneType``, ``list[Tensor,
     NoneType]``, ``dict``."""
+    if isinstance(value, torch.Tensor):  # only a 0-D one is not embeddings
+        return f"Tensor[0-d {name_of(value.dtype)}]"
     if isinstance(value, list | tuple):
         inner = ", ".join(type(v).__name__ for v in value[:8])
         more = ", …" if len(value) > 8 else ""
@@ -91,7 +93,9 @@ def dump_encoder_outputs(
     """
     tensors: dict[str, torch.Tensor] = {}
     meta: dict[str, str] = {}
-    if isinstance(mm_embeddings, torch.Tensor):
+    # A 0-D tensor holds one value, no item: recorded as what the encoder returned (a 0-D
+    # stacked mm_embeddings would claim a batch it does not have).
+    if isinstance(mm_embeddings, torch.Tensor) and (mm_embeddings.ndim or item_counts is not None):
         tensors["mm_embeddings"] = mm_embeddings
         if item_counts is not None:
             tensors["item_counts"] = _int_tensor(item_counts, "item_counts", 1)

@@ -13,10 +13,12 @@ from mmcli.capture._common import (
     DEFAULT_MAX_DUMPS,
     CaptureContext,
     Capturer,
+    Settings,
     parse_max,
     parse_mode,
     rank_selected,
 )
+from mmcli.capture.settings import parse_ranks
 from mmcli.check_embeddings import check_file
 from mmcli.dump.io import load_dump
 from mmcli.errors import InputError
@@ -61,6 +63,27 @@ def test_parsers() -> None:
     assert rank_selected(5, None) and rank_selected(5, "all") and not rank_selected(5, "0-4")
     with pytest.raises(InputError):
         rank_selected(0, "zero")
+
+
+@pytest.mark.parametrize("spec", ["0,garbage", "0,", "0,,1", "1-0", "0-", "-1", "0;1", "٣"])
+def test_a_bad_rank_list_is_refused_whole(spec: str) -> None:
+    """Every part is checked, not only those before the rank's match (issue 23, item 16)."""
+    with pytest.raises(InputError, match="MMCLI_DUMP_RANKS"):
+        rank_selected(0, spec)
+    env = {"MMCLI_DUMP_DIR": "/nonexistent", "MMCLI_DUMP_RANKS": spec}
+    assert Settings.from_env(env) is None  # torch is imported here: checked at once
+
+
+def test_rank_lists() -> None:
+    assert rank_selected(3, " 0 , 2-3 ") and not rank_selected(1, "0,2-3")
+    assert rank_selected(None, "0") and parse_ranks("ALL") is None
+    assert parse_ranks("0,2-3") == [(0, 0), (2, 3)]
+
+
+def test_dump_max_zero_writes_nothing(tmp_path: Path) -> None:
+    cap = Capturer(tmp_path / "d", mode="always", max_dumps=parse_max("0"))
+    assert cap.record(HEALTHY) is None and cap.skipped == 1
+    assert not (tmp_path / "d").exists()
 
 
 def test_budget_directory_and_names(tmp_path: Path) -> None:
@@ -112,3 +135,29 @@ def test_merged_layout_round_trip(tmp_path: Path) -> None:
 def test_capture_package_imports_no_torch() -> None:
     code = "import sys, mmcli, mmcli.capture; assert 'torch' not in sys.modules, 'torch'"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_zero_d_stacked_dump_is_a_finding_not_a_crash(tmp_path: Path) -> None:
+    """A 0-D stacked mm_embeddings (another writer's) is stacked-ndim, exit 1 (issue 23, 15)."""
+    from safetensors.torch import save_file
+    from typer.testing import CliRunner
+
+    from mmcli.cli.main import app
+
+    path = tmp_path / "scalar.safetensors"
+    save_file({"mm_embeddings": torch.tensor(1.0)}, str(path), {"format": "mm_dump"})
+    result = CliRunner().invoke(app, ["check-embeddings", str(path), "--device", "cpu"])
+    assert result.exit_code == 1, result.output
+    assert "stacked-ndim" in result.output
+
+
+def test_capture_records_a_zero_d_encoder_output_as_its_return_type(tmp_path: Path) -> None:
+    """An encoder returning a 0-d tensor: no 0-D mm_embeddings is written (issue 23, 15)."""
+    cap = Capturer(tmp_path, mode="failure")
+    path = cap.record(torch.tensor(3.0), error=RuntimeError("no"))
+    assert path is not None
+    dump = load_dump(path)
+    assert "mm_embeddings" not in dump.header.tensors and dump.num_items == 0
+    assert dump.metadata["encoder_return_type"] == "Tensor[0-d float32]"
+    codes = [f.code for f in check_file(path, device=torch.device("cpu")).findings]
+    assert "non-tensor-output" in codes

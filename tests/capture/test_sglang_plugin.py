@@ -25,8 +25,8 @@ import torch
 from typer.testing import CliRunner
 
 import mmcli
-from mmcli.capture import sglang as plugin
-from mmcli.capture import sglang_items
+from mmcli.capture.sglang import items as sglang_items
+from mmcli.capture.sglang import plugin
 from mmcli.check_embeddings import check_file
 from mmcli.cli.main import app
 from mmcli.dump.io import load_dump
@@ -326,14 +326,16 @@ def test_one_row_short_reraises_engine_error_and_dumps(
     assert result.exit_code == 1 and "mask-count" in result.output
 
 
+@pytest.mark.parametrize("fault", ["wide", "narrow"])
 @pytest.mark.parametrize("tree", TREES)
 def test_scatter_error_dumps_the_step_it_failed_on(
-    tree: str, fake_sglang: Callable[..., Path]
+    tree: str, fault: str, fake_sglang: Callable[..., Path]
 ) -> None:
-    """Rows twice as wide pass the length check and fail in the scatter that follows."""
+    """Rows twice as wide, or one column short, pass the length check and fail in the
+    scatter (the merge) that follows."""
     dumps = fake_sglang(tree, mode="failure")
     with pytest.raises(RuntimeError) as info:
-        _prefill(tree, "wide")
+        _prefill(tree, fault)
     (path,) = _dumps(dumps)
     meta = load_dump(path).metadata
     assert meta["engine_error"] == f"RuntimeError: {info.value}"
@@ -492,7 +494,7 @@ def test_capture_error_never_replaces_the_engine_error(
 
 
 def test_launcher_registers_in_the_spawned_scheduler(tmp_path: Path) -> None:
-    """0.4.x has no plugins: ``python -m mmcli.capture.sglang_launch`` stands in for
+    """0.4.x has no plugins: ``python -m mmcli.capture.sglang.launch`` stands in for
     ``python -m sglang.launch_server``, and the scheduler process it spawns captures."""
     dumps = tmp_path / "dumps"
     env = {
@@ -502,7 +504,7 @@ def test_launcher_registers_in_the_spawned_scheduler(tmp_path: Path) -> None:
     }
     env.pop("MMCLI_DUMP_MODE", None)
     done = subprocess.run(
-        [sys.executable, "-m", "mmcli.capture.sglang_launch", "--fault", "one-short"],
+        [sys.executable, "-m", "mmcli.capture.sglang.launch", "--fault", "one-short"],
         env=env,
         capture_output=True,
         text=True,

@@ -402,3 +402,59 @@ def test_model_without_the_api_is_refused(tmp_path: Path) -> None:
     with pytest.raises(TypeError, match="get_image_features"):
         with capture.transformers(torch.nn.Linear(2, 2), tmp_path):
             pass
+
+
+VIDEO = 98  # tiny_qwen2_vl's video token id
+
+
+def _qwen_av(ids: list[int], images: int, videos: int) -> dict[str, torch.Tensor]:
+    """Qwen2-VL inputs for ``images`` images and ``videos`` two-frame videos (4 rows each)."""
+    tensor = torch.tensor([ids])
+    inputs = tiny("qwen2_vl").inputs(ids, images) if images else {"input_ids": tensor}
+    # a 2-frame 8x8 video: one temporal patch, a 4x4 grid of 2x2 patches -> 4 rows
+    inputs["pixel_values_videos"] = torch.randn(16 * videos, 3 * 2 * 2 * 2)
+    inputs["video_grid_thw"] = torch.tensor([[1, 4, 4]] * videos)
+    inputs["mm_token_type_ids"] = (tensor == IMAGE_QWEN).long() + 2 * (tensor == VIDEO).long()
+    return inputs
+
+
+IMAGE_QWEN = 99
+
+
+def test_video_failure_writes_a_dump_tagged_video(tmp_path: Path) -> None:
+    """One video token short: the model's own 'Video features and video tokens do not match'
+    (the prompt holds no image), written with the video item tagged as such."""
+    t = tiny("qwen2_vl")
+    ids = [1, 2, 97] + [VIDEO] * 3 + [96, 5]
+    with capture.transformers(t.model, tmp_path, when="failure") as cap, torch.no_grad():
+        with pytest.raises(ValueError, match="Video features and video tokens do not match"):
+            t.model(**_qwen_av(ids, 0, 1))
+    (path,) = cap.written
+    from mmcli.dump.io import load_dump
+
+    meta = load_dump(path).metadata
+    assert meta["item_modalities"] == "video" and meta["modality"] == "video"
+    assert meta["placeholder_token_ids"] == str(VIDEO)
+    assert meta["engine_error"].startswith("ValueError: Video features and video tokens")
+    report = one_report(tmp_path)
+    # 4 rows for 3 video tokens: one item cannot tell boundary rows from a tokens-per-item skew
+    (finding,) = [f for f in report.findings if f.severity == "error"]
+    assert finding.code == "boundary-rows" and "tokens per item" in finding.message
+
+
+def test_image_and_video_prompt_records_both(tmp_path: Path) -> None:
+    t = tiny("qwen2_vl")
+    ids = [1, 97] + [IMAGE_QWEN] * 4 + [96, 3, 97] + [VIDEO] * 4 + [96, 5]
+    with capture.transformers(t.model, tmp_path, when="always") as cap, torch.no_grad():
+        t.model(**_qwen_av(ids, 1, 1))
+    (path,) = cap.written
+    from mmcli.dump.io import load_dump
+
+    dump = load_dump(path)
+    assert dump.num_items == 2 and dump.metadata["item_modalities"] == "image,video"
+    assert dump.metadata["placeholder_token_ids"] == f"{IMAGE_QWEN},{VIDEO}"
+    from safetensors.torch import load_file
+
+    assert load_file(str(path))["placeholder_ranges"].tolist() == [[2, 4], [9, 4]]
+    report = one_report(tmp_path)
+    assert codes(report) == set() and codes(report, "warning") == set()

@@ -19,13 +19,15 @@ from typing import Any
 import pytest
 import torch
 
-from mmcli.capture import vllm as plugin
+from mmcli.capture.vllm import plugin, write
+from mmcli.capture.vllm.state import holder, state
 from mmcli.check_embeddings import check_file
 from mmcli.dump.io import load_dump
 
 FAKE = Path(__file__).parent / "fake_vllm"
 HIDDEN = 16
 ROWS = 4  # embeddings per image
+PROMPT = [1, 2, 3, 4, 5] + [9] * (ROWS + 2) + [6] * 4 + [9] * (ROWS + 2) + [7, 8]
 
 
 def _forget_vllm() -> None:
@@ -57,7 +59,7 @@ def fake_vllm(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Calla
 
     yield load
     plugin.unregister()
-    plugin._state.__init__()  # type: ignore[misc]
+    state.__init__()  # type: ignore[misc]
     _forget_vllm()
     sys.modules.update(saved)
 
@@ -80,6 +82,12 @@ class FakeModel:
             return out[:-1]
         if self.fault == "none":
             return None
+        if self.fault == "zero":  # no item at all for a prompt with images
+            return []
+        if self.fault == "narrow":  # a projector one column short: the check passes
+            return [o[:, :-1] for o in out]
+        if self.fault == "row-short":  # item 0 one row short of its mask: the check passes
+            return [out[0][:-1], *out[1:]]
         return out
 
     get_multimodal_embeddings = embed_multimodal
@@ -126,7 +134,9 @@ def _v1_runner(tree: str, fault: str | None = None) -> Any:
             mm_positions=[PlaceholderRange(5, ROWS + 2, mask), PlaceholderRange(15, ROWS)],
         )
     else:
-        runner.requests["r0"] = batch.CachedRequestState("r0", mm_features=_features([1.0, 2.0]))
+        runner.requests["r0"] = batch.CachedRequestState(
+            "r0", mm_features=_features([1.0, 2.0]), prompt_token_ids=PROMPT
+        )
     return runner
 
 
@@ -163,7 +173,7 @@ def test_inert_without_dump_dir(monkeypatch: pytest.MonkeyPatch) -> None:
     before = list(sys.meta_path)
     plugin.register()
     assert sys.meta_path == before
-    assert plugin._settings is None
+    assert holder.settings is None
 
 
 def test_register_imports_neither_torch_nor_vllm(tmp_path: Path) -> None:
@@ -182,7 +192,7 @@ def test_register_imports_neither_torch_nor_vllm(tmp_path: Path) -> None:
 
 def test_bad_mode_leaves_plugin_inert(fake_vllm: Callable[..., Path]) -> None:
     fake_vllm("v0_29", mode="sometimes")
-    assert plugin._settings is None
+    assert holder.settings is None
 
 
 # --------------------------------------------------------------------------- V1 runner
@@ -398,7 +408,7 @@ def test_dump_ranks_skips_other_ranks(fake_vllm: Callable[..., Path]) -> None:
     _v1_runner("v0_29")._execute_mm_encoder(_scheduled(r0=[0, 1]))
     assert _dumps(dumps) == []
     parallel_state.get_tensor_model_parallel_rank = lambda: 1  # type: ignore[attr-defined]
-    plugin._settings.capturers.clear()  # type: ignore[union-attr]
+    holder.settings.capturers.clear()  # type: ignore[union-attr]
     _v1_runner("v0_29")._execute_mm_encoder(_scheduled(r0=[0, 1]))
     (path,) = _dumps(dumps)
     assert "-r1-" in path.name
@@ -438,6 +448,159 @@ def test_capture_error_never_replaces_the_engine_error(
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("mmcli bug")
 
-    monkeypatch.setattr(plugin, "batch_context", broken)
+    monkeypatch.setattr(write, "batch_context", broken)
     with pytest.raises(AssertionError):
         _v1_runner("v0_29", "one-short")._execute_mm_encoder(_scheduled(r0=[0, 1]))
+
+
+# --------------------------------------------------------------------------- the merge
+
+
+def _encode(tree: str, fault: str | None) -> tuple[list[torch.Tensor], list[Any]]:
+    """Run the encoder step as the runner does; its outputs (as cached) and their ranges."""
+    if tree == "v0_34":
+        runner, model = _v2_runner(tree, fault)
+        outputs = _v2_step(tree, runner, model, {"r0": [0, 1]})
+        return outputs, [f.mm_position for f in runner.encoder_cache.mm_features["r0"]]
+    runner = _v1_runner(tree, fault)
+    runner._execute_mm_encoder(_scheduled(r0=[0, 1]))
+    request = runner.requests["r0"]
+    if tree == "v0_10":
+        return [runner.encoder_cache[h] for h in request.mm_hashes], request.mm_positions
+    features = request.mm_features
+    return [runner.encoder_cache[f.identifier] for f in features], [f.mm_position for f in features]
+
+
+def _gather(outputs: list[torch.Tensor], ranges: list[Any]) -> tuple[list[Any], torch.Tensor]:
+    """What ``_gather_mm_embeddings`` hands the merge for a prompt scheduled whole: each item's
+    rows (views of its cached output) and the prompt's placeholder mask."""
+    is_multimodal = torch.zeros(40, dtype=torch.bool)
+    rows = []
+    for output, pos in zip(outputs, ranges, strict=True):
+        embeds = pos.get_num_embeds()
+        mask = torch.ones(pos.length, dtype=torch.bool) if pos.is_embed is None else pos.is_embed
+        is_multimodal[pos.offset : pos.offset + pos.length] |= mask
+        rows.append(output[:embeds])
+    return rows, is_multimodal
+
+
+def _merge(tree: str, rows: list[Any], is_multimodal: torch.Tensor) -> torch.Tensor:
+    """The model's merge, as each release calls it."""
+    inputs = torch.zeros(len(is_multimodal), HIDDEN)
+    if tree == "v0_10":
+        utils = importlib.import_module("vllm.model_executor.models.utils")
+        ids = torch.where(is_multimodal, 99, 1)
+        merged: torch.Tensor = utils.merge_multimodal_embeddings(ids, inputs, rows, 99)
+        return merged
+    interfaces = importlib.import_module("vllm.model_executor.models.interfaces")
+    merged = interfaces.embed_input_ids(inputs, rows, is_multimodal=is_multimodal)
+    return merged
+
+
+@pytest.mark.parametrize("tree", ["v0_10", "v0_15", "v0_29", "v0_34"])
+def test_narrow_rows_fail_at_the_merge_and_are_dumped(
+    tree: str, fake_vllm: Callable[..., Path]
+) -> None:
+    """A projector one column short passes the engine's check and fails in the merge."""
+    dumps = fake_vllm(tree, mode=None)  # failure is the default
+    outputs, ranges = _encode(tree, "narrow")
+    assert _dumps(dumps) == []  # the check passed
+    with pytest.raises(ValueError, match="Error during (masked scatter|index put)") as info:
+        _merge(tree, *_gather(outputs, ranges))
+    (path,) = _dumps(dumps)
+    assert path.name.endswith("-failure.safetensors")
+    meta = load_dump(path).metadata
+    assert meta["engine_error"] == f"ValueError: {info.value}"
+    assert (meta["failed_at"], meta["embedding_source"]) == ("merge", "encoder")
+    assert meta["hidden_size"] == str(HIDDEN)
+    _assert_masks(path, [(r.offset, r.length) for r in ranges])
+    assert "hidden-size" in _codes(path)
+
+
+def test_a_short_item_fails_at_the_merge_with_its_mask(fake_vllm: Callable[..., Path]) -> None:
+    dumps = fake_vllm("v0_29", mode="failure")
+    outputs, ranges = _encode("v0_29", "row-short")
+    with pytest.raises(ValueError, match="Attempted to assign 3 \\+ 4 = 7 multimodal tokens"):
+        _merge("v0_29", *_gather(outputs, ranges))
+    (path,) = _dumps(dumps)
+    assert "mask-count" in _codes(path)
+
+
+def test_merge_inputs_not_from_a_checked_batch_are_dumped_as_they_are(
+    fake_vllm: Callable[..., Path],
+) -> None:
+    """Rows served from the encoder cache of an earlier step: the merge's own inputs."""
+    dumps = fake_vllm("v0_29", mode="failure")
+    outputs, ranges = _encode("v0_29", "narrow")
+    rows, is_multimodal = _gather([o.clone() for o in outputs], ranges)
+    with pytest.raises(ValueError):
+        _merge("v0_29", rows, is_multimodal)
+    (path,) = _dumps(dumps)
+    dump = load_dump(path)
+    assert dump.metadata["embedding_source"] == "merge" and dump.num_items == 2
+    assert "placeholder_positions" in dump.header.tensors
+    assert "hidden-size" in _codes(path)
+
+
+def test_healthy_merge_writes_nothing_and_returns_the_engine_result(
+    fake_vllm: Callable[..., Path],
+) -> None:
+    dumps = fake_vllm("v0_29", mode="failure")
+    outputs, ranges = _encode("v0_29", None)
+    rows, is_multimodal = _gather(outputs, ranges)
+    merged = _merge("v0_29", rows, is_multimodal)
+    assert torch.equal(merged[is_multimodal], torch.cat(rows))
+    assert _dumps(dumps) == []
+
+
+def test_model_modules_holding_the_merge_by_name_are_rebound(
+    fake_vllm: Callable[..., Path],
+) -> None:
+    dumps = fake_vllm("v0_29", mode="failure", register=False)
+    early = importlib.import_module("vllm.model_executor.models.qwen3_vl")
+    plugin.register()  # after the model module imported the name
+    assert getattr(early._merge_multimodal_embeddings, "__mmcli_wrapped__", False)
+    outputs, ranges = _encode("v0_29", "narrow")
+    rows, is_multimodal = _gather(outputs, ranges)
+    with pytest.raises(ValueError):
+        early.embed_input_ids(torch.zeros(40, HIDDEN), rows, is_multimodal)
+    assert len(_dumps(dumps)) == 1
+
+
+def test_zero_items_dump_is_checked_as_item_count(fake_vllm: Callable[..., Path]) -> None:
+    """The encoder returned no item for two images: a dump of zero items with both slots."""
+    from typer.testing import CliRunner
+
+    from mmcli.cli.main import app
+
+    dumps = fake_vllm("v0_29", mode="failure")
+    with pytest.raises(AssertionError, match="but got len"):
+        _v1_runner("v0_29", "zero")._execute_mm_encoder(_scheduled(r0=[0, 1]))
+    (path,) = _dumps(dumps)
+    dump = load_dump(path)
+    assert dump.num_items == 0 and dump.layout.num_masks == 2
+    assert _ranges(path) == [[5, ROWS + 2], [15, ROWS + 2]]
+    result = CliRunner().invoke(app, ["check-embeddings", str(path), "--device", "cpu"])
+    assert result.exit_code == 1, result.output
+    assert "item-count" in result.output and "0 item(s) but 2 expected" in result.output
+
+
+@pytest.mark.parametrize("tree", ["v0_15", "v0_29"])
+def test_a_one_request_batch_records_the_prompt(tree: str, fake_vllm: Callable[..., Path]) -> None:
+    """The prompt's token ids, as the transformers capture records them (for compare)."""
+    from safetensors.torch import load_file
+
+    dumps = fake_vllm(tree)
+    _v1_runner(tree)._execute_mm_encoder(_scheduled(r0=[0, 1]))
+    (path,) = _dumps(dumps)
+    assert load_file(str(path))["input_ids"].tolist() == PROMPT
+    assert _codes(path) == set()
+
+
+def test_checked_batches_kept_for_the_merge_are_bounded(fake_vllm: Callable[..., Path]) -> None:
+    """Without a preparation step to start a new one, the references do not pile up."""
+    fake_vllm("v0_29", mode="failure")
+    check = importlib.import_module("vllm.v1.worker.utils").sanity_check_mm_encoder_outputs
+    for _ in range(3 * plugin.MAX_CHECKED):
+        check([torch.zeros(2, HIDDEN)], expected_num_items=1)
+    assert len(state.checked) == plugin.MAX_CHECKED

@@ -230,8 +230,9 @@ SCHEMA_CASES: dict[str, tuple[bytes, str]] = {
         ),
         "items must be numbered 0..2 without gaps; missing mm_embeddings.1",
     ),
+    # Without format=mm_dump (with it, a dump of zero items: the masks are their slots).
     "masks-without-embeddings": (
-        raw(dump_header(**{"is_embed.0": entry("BOOL", [2], 0, 2)}), b"\x01\x01"),
+        raw({"is_embed.0": entry("BOOL", [2], 0, 2)}, b"\x01\x01"),
         "not an mm_dump file: no mm_embeddings tensors; keys found: [is_embed.0]",
     ),
     "unexpected-tensor-names": (

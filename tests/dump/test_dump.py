@@ -128,6 +128,17 @@ def test_schema_gaps_and_mixtures(tmp_path: Path) -> None:
     assert "no mm_embeddings tensors" in schema_error(tmp_path, {"is_embed.0": rand(2).bool()})
 
 
+def test_zero_items_with_their_slots(tmp_path: Path) -> None:
+    """format=mm_dump and no mm_embeddings: zero items; the masks are slots with no item."""
+    path = tmp_path / "zero.safetensors"
+    save_file({"is_embed.0": torch.ones(3, dtype=torch.bool)}, str(path), {"format": "mm_dump"})
+    dump = load_dump(path)
+    assert dump.num_items == 0 and dump.layout.num_masks == 1 and dump.is_embed(0) is not None
+    save_file({"is_embed.3": torch.ones(3, dtype=torch.bool)}, str(path), {"format": "mm_dump"})
+    with pytest.raises(InputError, match="is_embed.3 belongs to item 3"):
+        load_dump(path)
+
+
 def test_schema_metadata(tmp_path: Path) -> None:
     t = {"mm_embeddings.0": rand(2, 2)}
     assert schema_error(tmp_path, t, format="other").startswith("metadata format='other'")

@@ -115,3 +115,52 @@ def test_cli_impl_option(tmp_path: Path) -> None:
         assert result.exit_code == 0, result.output
     bad = runner.invoke(app, ["check-embeddings", str(path), "--impl", "quick"])
     assert bad.exit_code == 2
+
+
+def test_a_slot_with_no_item_is_a_missing_item(tmp_path: Path) -> None:
+    """Two image slots of 4 tokens, one image: item-count, not a typed placeholder."""
+    ids = [1, *[9] * 4, 2, *[9] * 4, 3]
+    for ranges in (None, [(1, 4)]):
+        report = check(
+            tmp_path, [rows(4)], input_ids=ids, placeholder_token_ids=[9], placeholder_ranges=ranges
+        )
+        assert codes(report) == {"item-count"}, [f.message for f in report.findings]
+        (finding,) = report.findings
+        assert "2 item slots" in finding.message and "positions 6–9" in finding.message
+        assert "literal" not in finding.hint
+    # with the engine's expected count too: still one item-count finding
+    report = check(
+        tmp_path, [rows(4)], input_ids=ids, placeholder_token_ids=[9], expected_num_items=2
+    )
+    assert [f.code for f in report.findings] == ["item-count"]
+    # a run shorter than an item is a typed token, as before
+    typed = check(tmp_path, [rows(4)], input_ids=[1, *[9] * 4, 2, 9, 3], placeholder_token_ids=[9])
+    assert codes(typed) == {"stray-placeholder"}
+
+
+def test_boundary_rows_of_one_item_say_both_causes(tmp_path: Path) -> None:
+    report = check(tmp_path, [rows(5)], is_embed=[torch.ones(4, dtype=torch.bool)])
+    (finding,) = report.findings
+    assert finding.code == "boundary-rows" and "tokens per item" in finding.message
+    assert "tokens per item" in finding.hint
+    two = check(tmp_path, [rows(5), rows(5)], is_embed=[torch.ones(4, dtype=torch.bool)] * 2)
+    assert "tokens per item" not in two.findings[0].message  # the pattern across items
+
+
+def test_all_nan_hint_follows_the_mask(tmp_path: Path) -> None:
+    """All-NaN rows are the scattered form only where the mask leaves positions out."""
+    nan16 = torch.full((4, HIDDEN), float("nan"), dtype=torch.float16)
+    whole = check(tmp_path, [nan16], is_embed=[torch.ones(4, dtype=torch.bool)])
+    (finding,) = whole.findings
+    assert finding.code == "non-finite" and finding.hint.startswith("fp16 overflow")
+    assert "not the scattered placeholder form" in finding.hint
+    unmasked = check(tmp_path, [nan16])  # NaN in every row: no embedding row kept
+    assert unmasked.findings[0].hint.startswith("fp16 overflow")
+    scattered = rows(4)
+    scattered[[0, 3]] = float("nan")
+    mask = torch.tensor([False, True, True, False])
+    report = check(tmp_path, [scattered], is_embed=[mask])
+    nan = next(f for f in report.findings if f.code == "non-finite")
+    assert nan.hint.startswith("2 rows are entirely NaN: the scattered placeholder form")
+    fp32 = check(tmp_path, [torch.full((4, HIDDEN), float("nan"))])
+    assert fp32.findings[0].hint.startswith("uninitialised memory")

@@ -188,8 +188,9 @@ class Values(NamedTuple):
     findings: list[Finding]
 
 
-def judge_values(index: int, emb: torch.Tensor) -> Values:
-    """Finiteness, zero rows and row norms of a floating item."""
+def judge_values(index: int, emb: torch.Tensor, *, scattered_possible: bool = True) -> Values:
+    """Finiteness, zero rows and row norms of a floating item. ``scattered_possible``: whether
+    the item could be the scattered placeholder form (its mask leaves positions out)."""
     if emb.numel() == 0:
         return Values(True, None, None, [])
     key = (tuple(int(d) for d in emb.shape), name_of(emb.dtype))
@@ -202,7 +203,7 @@ def judge_values(index: int, emb: torch.Tensor) -> Values:
         torch.isfinite(emb).all()
     )
     if not finite:
-        return Values(False, None, None, [_non_finite(index, emb)])
+        return Values(False, None, None, [_non_finite(index, emb, scattered_possible)])
     if norms is None:
         return Values(True, None, None, [])
     findings: list[Finding] = []
@@ -228,7 +229,7 @@ def judge_values(index: int, emb: torch.Tensor) -> Values:
     return Values(True, float(norms.double().mean()), fingerprint, findings)
 
 
-def _non_finite(index: int, emb: torch.Tensor) -> Finding:
+def _non_finite(index: int, emb: torch.Tensor, scattered_possible: bool = True) -> Finding:
     nan = torch.isnan(emb)
     num_nan = int(nan.sum())
     num_inf = int(torch.isinf(emb).sum())
@@ -241,19 +242,30 @@ def _non_finite(index: int, emb: torch.Tensor) -> Finding:
     where.reverse()
     position = f"row {where[0]}, column {where[1]}" if emb.ndim == 2 else f"index {tuple(where)}"
     rows = ""
-    hint = (
-        "fp16 overflow in the encoder (run it in bf16 or fp32), uninitialised memory "
-        "(torch.empty never filled), or a division by zero in a normalisation"
-    )
+    # Causes in the order the evidence supports: an fp16 item overflows first (inf becomes
+    # NaN through a normalisation), other dtypes rarely do.
+    unfilled = "uninitialised memory (torch.empty never filled)"
+    division = "a division by zero in a normalisation"
+    if emb.dtype == torch.float16:
+        hint = f"fp16 overflow in the encoder (run it in bf16 or fp32), {unfilled}, or {division}"
+    else:
+        hint = f"{unfilled}, {division}, or fp16 overflow before a cast (run it in bf16 or fp32)"
     if emb.ndim == 2:
         bad_rows = bad.any(dim=1)
         nan_rows = int(nan.all(dim=1).sum())
         rows = f" in {int(bad_rows.sum())} of {emb.shape[0]} rows"
-        if nan_rows:
+        # The scattered form keeps its embedding rows: an item NaN in every row is not it.
+        if nan_rows and scattered_possible and nan_rows < emb.shape[0]:
             hint = (
                 f"{nan_rows} {'row is' if nan_rows == 1 else 'rows are'} entirely NaN: the "
                 "scattered placeholder form (NaN at non-embedding positions) was passed as "
                 "embeddings; otherwise " + hint
+            )
+        elif nan_rows:
+            hint = (
+                f"{hint} ({nan_rows} {'row is' if nan_rows == 1 else 'rows are'} entirely NaN; "
+                "not the scattered placeholder form, which keeps its embedding rows "
+                "where the mask is True)"
             )
     code = "non-finite"
     if emb.dtype == torch.float16 and num_inf:

@@ -78,6 +78,9 @@ def judge_placeholders(context: SequenceContext, items: Sequence[ItemRows]) -> l
                 hints.NO_PLACEHOLDER_HINT,
             )
         ]
+    empty = _empty_slots(context, items, count - embeds)
+    if empty:
+        return [_missing_items(items, empty, tokens)]
     stray = _stray(context)
     smallest = min((i.rows for i in items), default=0)
     if stray or (0 < count - embeds < max(smallest, 2)):
@@ -102,6 +105,56 @@ def judge_placeholders(context: SequenceContext, items: Sequence[ItemRows]) -> l
             hints.PLACEHOLDER_COUNT_HINT,
         )
     ]
+
+
+def _runs(positions: Sequence[int]) -> list[tuple[int, int]]:
+    """``(start, length)`` of each run of consecutive positions (sorted)."""
+    runs: list[tuple[int, int]] = []
+    for p in sorted(positions):
+        if runs and runs[-1][0] + runs[-1][1] == p:
+            runs[-1] = (runs[-1][0], runs[-1][1] + 1)
+        else:
+            runs.append((p, 1))
+    return runs
+
+
+def _empty_slots(
+    context: SequenceContext, items: Sequence[ItemRows], extra: int
+) -> list[tuple[int, int]]:
+    """Runs of placeholder tokens with no item, each exactly one item's size: the ``extra``
+    placeholders are whole slots of items that never came (a prompt with two image slots and
+    one image), not tokens typed in the text. Empty when the evidence is not that."""
+    positions = context.placeholder_positions
+    if extra <= 0 or positions is None or not items:
+        return []
+    sizes = {i.mask_len if i.mask_len is not None else i.rows for i in items}
+    ranges = context.placeholder_ranges
+    if ranges:  # the items' slots are known: the rest is what no item took
+        runs = _runs([p for p in positions if not any(o <= p < o + n for o, n in ranges)])
+    else:  # match runs to items by size, in order; the runs left over have no item
+        runs, wanted = _runs(positions), [i.mask_true or i.rows for i in items]
+        for n in wanted:
+            hit = next((r for r in runs if r[1] == n), None)
+            if hit is None:
+                return []
+            runs.remove(hit)
+    if not runs or sum(n for _, n in runs) != extra or any(n not in sizes for _, n in runs):
+        return []
+    return runs
+
+
+def _missing_items(items: Sequence[ItemRows], empty: list[tuple[int, int]], tokens: str) -> Finding:
+    found, slots = len(items), len(items) + len(empty)
+    where = ", ".join(f"{start}–{start + n - 1}" for start, n in empty[:6])
+    return Finding(
+        "item-count",
+        "error",
+        f"{found} item(s) but the prompt holds {slots} item slots: {len(empty)} run(s) of "
+        f"placeholder tokens{tokens} of an item's size (positions {where}) have no item",
+        "fewer images/videos passed than the prompt has placeholders for (one per <image> "
+        "marker in the text), or the encoder dropped one; "
+        + hints.count_hint(found, slots).split("; ", 1)[-1],
+    )
 
 
 def _tokens(context: SequenceContext) -> str:
@@ -165,7 +218,19 @@ def boundary_rows(items: Sequence[ItemRows], context: SequenceContext) -> int | 
 
 
 def judge_boundary(k: int, items: Sequence[ItemRows]) -> Finding:
-    """The finding for :func:`boundary_rows`."""
+    """The finding for :func:`boundary_rows`. With one item the pattern is not seen across
+    items, so a tokens-per-item skew is as likely and both are said."""
+    if len(items) == 1:
+        return Finding(
+            "boundary-rows",
+            "error",
+            f"item {items[0].index} has {k} more embedding row(s) than its mask has embedding "
+            "positions: begin/end-of-image rows embedded that the mask excludes, or the "
+            "processor and the model disagree on tokens per item (one item cannot tell "
+            "the two apart)",
+            f"{hints.BOUNDARY_HINT}; otherwise {hints.PLACEHOLDER_COUNT_HINT}",
+            item=items[0].index,
+        )
     return Finding(
         "boundary-rows",
         "error",

@@ -131,7 +131,13 @@ class Diagnosis:
         self.rows.append(sequence.ItemRows(index, rows, facts.num_embeds, facts.num_placeholders))
         fingerprint = None
         if floating:
-            values = per_item.judge_values(index, emb)
+            # NaN rows can be the scattered form only where the mask (if any) leaves positions
+            # out: an all-True mask rules it out.
+            scattered = mask is None or (
+                facts.num_embeds is not None
+                and facts.num_embeds < (facts.num_placeholders or 0) == rows
+            )
+            values = per_item.judge_values(index, emb, scattered_possible=scattered)
             stats.finite, stats.mean_row_norm = values.finite, values.mean_row_norm
             fingerprint = values.fingerprint
             self.findings += values.findings
@@ -190,7 +196,8 @@ class Diagnosis:
         expected = options.expected_num_items
         if expected is None and ctx.placeholder_ranges is not None:
             expected = len(ctx.placeholder_ranges)
-        self.findings += across_items.judge_count(found, expected, num_masks)
+        if not any(f.code == "item-count" for f in self.findings):  # the slots said it first
+            self.findings += across_items.judge_count(found, expected, num_masks)
         want, widths, explained = sequence.judge_width(self.hidden_sizes, options.hidden_size, ctx)
         self.findings += widths
         groups = {w: i for w, i in self.hidden_sizes.items() if w not in explained}

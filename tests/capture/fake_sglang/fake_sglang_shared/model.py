@@ -59,6 +59,8 @@ class FakeVLM(torch.nn.Module):
             outs[-1] = outs[-1][:-1]
         elif self.fault == "wide":
             outs = [torch.cat([o, o], dim=-1) for o in outs]
+        elif self.fault == "narrow":  # a projector one column short
+            outs = [o[:, :-1] for o in outs]
         elif self.fault == "nan":
             outs[0][0, 0] = float("nan")
         elif self.fault == "none":

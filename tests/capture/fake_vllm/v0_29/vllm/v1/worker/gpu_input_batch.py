@@ -10,3 +10,4 @@ from typing import Any
 class CachedRequestState:
     req_id: str
     mm_features: list[Any] = field(default_factory=list)
+    prompt_token_ids: list[int] | None = None

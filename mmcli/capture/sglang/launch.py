@@ -1,7 +1,7 @@
 """Start SGLang's server with mmcli's capture hook in every process, for releases without
 plugins (before 0.5.11)::
 
-    MMCLI_DUMP_DIR=dumps python -m mmcli.capture.sglang_launch --model-path … [options]
+    MMCLI_DUMP_DIR=dumps python -m mmcli.capture.sglang.launch --model-path … [options]
 
 takes the place of ``python -m sglang.launch_server`` with the same options. SGLang starts its
 scheduler processes (where the model runs) with ``spawn``, and a spawned process first
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import runpy
 
-from mmcli.capture.sglang import register
+from mmcli.capture.sglang.plugin import register
 
 register()  # inert unless MMCLI_DUMP_DIR is set
 

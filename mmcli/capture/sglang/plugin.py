@@ -1,12 +1,11 @@
-"""SGLang general plugin: dump the merged multimodal embedding the engine scatters, with each
-item's mask.
+"""The SGLang plugin: registration, and its wrappers of the engine's embedding step.
 
 Installed as the entry point ``sglang.srt.plugins: mmcli = mmcli.capture.sglang:register``;
 SGLang 0.5.11 and later call :func:`register` from ``sglang.srt.plugins.load_plugins()``, which
 each scheduler process (where the model runs) calls first thing. Earlier releases have no
 plugin mechanism: there, call :func:`register` at the top level of the script that starts
 ``sglang.Engine`` (SGLang starts its schedulers with ``spawn``, which re-runs that top level in
-each of them), or start the server with ``python -m mmcli.capture.sglang_launch`` in place of
+each of them), or start the server with ``python -m mmcli.capture.sglang.launch`` in place of
 ``python -m sglang.launch_server``. The plugin is **inert unless ``MMCLI_DUMP_DIR`` is set**,
 and registering it imports neither torch nor SGLang: it adds an import hook that patches the
 embedding modules when SGLang imports them (and patches at once any already imported).
@@ -25,7 +24,7 @@ the placeholder mask over the batch's ``input_ids`` and checks the two agree in
 the defining module's globals (to see the merged embedding before the engine trims it), the
 encoder passed in (to see its outputs), and ``embed_mm_inputs`` (so an error in the scatter that
 follows still dumps the step it failed on). Each item's rows and mask come from its pad values
-in ``input_ids`` (:mod:`mmcli.capture.sglang_items`). Releases covered: ``docs/capture-sglang.md``.
+in ``input_ids`` (:mod:`mmcli.capture.sglang.items`). Releases covered: ``docs/capture-sglang.md``.
 
 Every name is probed with ``getattr``; where a release differs the plugin captures what it can
 (without masks, or the returned embedding rather than the untrimmed one) and says so once in
@@ -36,26 +35,24 @@ logged and swallowed.
 from __future__ import annotations
 
 import functools
-import importlib.abc
-import importlib.machinery
 import logging
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from mmcli.capture.import_hook import PatchingFinder
-from mmcli.capture.sglang_calls import (
+from mmcli.capture import import_hook
+from mmcli.capture._common import Settings
+from mmcli.capture.sglang.calls import (
     ints,
     named_arguments,
     rebind,
     replace_argument,
     signature_of,
 )
-from mmcli.capture.sglang_items import Step, build_dump, tp_rank
-from mmcli.capture.vllm_settings import ENV_DIR, Settings
+from mmcli.capture.sglang.items import Step, build_dump, tp_rank
 
 __all__ = ["register", "unregister", "patch_module", "TARGET_MODULES"]
 
@@ -71,8 +68,8 @@ MM_SCHEDULE = "sglang.srt.managers.mm_schedule"
 TARGET_MODULES = (MM_SCHEDULE, MM_UTILS)
 _MARK = "__mmcli_wrapped__"
 
+_OWNER = "sglang"
 _settings: Settings | None = None
-_finder: _Finder | None = None
 
 
 # --------------------------------------------------------------------------- per-thread state
@@ -100,60 +97,34 @@ _state = _State()
 # --------------------------------------------------------------------------- registration
 
 
-class _Finder(importlib.abc.MetaPathFinder):
-    """The import hook, kept apart from the vLLM plugin's (which installs its own only while
-    no :class:`PatchingFinder` is on ``sys.meta_path``)."""
-
-    def __init__(self) -> None:
-        self._inner = PatchingFinder(frozenset(TARGET_MODULES), patch_module)
-        self._busy = threading.local()
-
-    def find_spec(
-        self,
-        fullname: str,
-        path: Sequence[str] | None,
-        target: ModuleType | None = None,
-    ) -> importlib.machinery.ModuleSpec | None:
-        if fullname not in TARGET_MODULES or getattr(self._busy, "on", False):
-            return None
-        self._busy.on = True  # the inner finder asks every finder, this one included
-        try:
-            return self._inner.find_spec(fullname, path, target)
-        finally:
-            self._busy.on = False
-
-
 def register() -> None:
     """SGLang's entry point: install the hooks when ``MMCLI_DUMP_DIR`` is set; else nothing.
 
     Cheap and idempotent: no torch or SGLang import here.
     """
-    global _settings, _finder
+    global _settings
     settings = Settings.from_env(engine=ENGINE)
     if settings is None:
         return
     if _settings is None:
         _settings = settings
-    if _finder is None or _finder not in sys.meta_path:
-        _finder = _Finder()
-        sys.meta_path.insert(0, _finder)
-    for name in TARGET_MODULES:
+    import_hook.watch(_OWNER, patch_module, names=TARGET_MODULES)
+    for name in TARGET_MODULES:  # mm_schedule first: it defines what mm_utils imports
         module = sys.modules.get(name)
         if module is not None:
             patch_module(module)
     logger.info(
         "mmcli: capturing multimodal embeddings to %s (mode %s)",
-        _settings.environ.get(ENV_DIR),
+        _settings.directory,
         _settings.mode,
     )
 
 
 def unregister() -> None:
     """Remove the import hook and forget the settings (for tests; patched modules stay)."""
-    global _settings, _finder
+    global _settings
     _settings = None
-    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _Finder)]
-    _finder = None
+    import_hook.forget(_OWNER)
 
 
 # --------------------------------------------------------------------------- patching

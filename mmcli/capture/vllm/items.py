@@ -23,6 +23,7 @@ class ItemInfo:
     offset: int | None
     length: int | None
     is_embed: Any  # a 1-D bool tensor over the range, or None (every position is an embed)
+    prompt_token_ids: tuple[int, ...] | None = None  # the item's request's prompt
 
 
 @dataclass
@@ -42,8 +43,24 @@ def item_of(entry: object) -> object:
     return entry
 
 
+def prompt_of(runner: object, req_id: object) -> tuple[int, ...] | None:
+    """The prompt's token ids of request ``req_id``, from the V1 runner's ``requests`` (their
+    ``CachedRequestState.prompt_token_ids``); None when unknown (prompt embeddings, V2)."""
+    requests = getattr(runner, "requests", None)
+    state = requests.get(req_id) if isinstance(requests, dict) else None
+    ids = getattr(state, "prompt_token_ids", None)
+    if not isinstance(ids, list | tuple) or not all(isinstance(i, int) for i in ids):
+        return None
+    return tuple(ids)
+
+
 def item_info(
-    position: object, *, modality: object, identifier: object, req_id: object
+    position: object,
+    *,
+    modality: object,
+    identifier: object,
+    req_id: object,
+    prompt: tuple[int, ...] | None = None,
 ) -> ItemInfo:
     offset = getattr(position, "offset", None)
     length = getattr(position, "length", None)
@@ -54,6 +71,7 @@ def item_info(
         offset=offset if isinstance(offset, int) else None,
         length=length if isinstance(length, int) else None,
         is_embed=getattr(position, "is_embed", None),
+        prompt_token_ids=prompt,
     )
 
 
@@ -117,10 +135,18 @@ def batch_context(
     if vllm_version:
         versions["vllm"] = vllm_version
     extra = {"runner": runner.runner} if runner.runner else {}
+    # The prompt's token ids when the batch is one request's (what `mmcli compare` pairs by,
+    # as the transformers capture records them).
+    input_ids = None
+    known = [info for info in infos or () if info is not None]
+    if known and len(known) == len(infos or ()) and len({i.req_id for i in known}) == 1:
+        prompt = known[0].prompt_token_ids
+        input_ids = torch.tensor(prompt, dtype=torch.int64) if prompt else None
     identifiers = [info.identifier for info in infos or () if info is not None]
     if identifiers and all(identifiers):
         extra["mm_hashes"] = ",".join(i for i in identifiers if i)
     context = CaptureContext(
+        input_ids=input_ids,
         placeholder_ranges=ranges,
         expected_num_items=expected,
         hidden_size=runner.hidden_size,

@@ -5,33 +5,11 @@ from __future__ import annotations
 
 import inspect
 import sys
-from collections.abc import Callable
 from types import ModuleType
-from typing import Any
 
+from mmcli.capture.calls import named_arguments, signature_of
 
-def signature_of(fn: Callable[..., Any]) -> inspect.Signature | None:
-    try:
-        return inspect.signature(fn)
-    except (TypeError, ValueError):
-        return None
-
-
-def named_arguments(
-    signature: inspect.Signature | None, args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> dict[str, Any]:
-    """The call's arguments by name (a ``**kwargs`` parameter's entries included)."""
-    if signature is None:
-        return dict(kwargs)
-    try:
-        bound = signature.bind(*args, **kwargs)
-    except TypeError:
-        return {}
-    named = dict(bound.arguments)
-    for parameter in signature.parameters.values():
-        if parameter.kind is inspect.Parameter.VAR_KEYWORD:
-            named.update(named.pop(parameter.name, {}))
-    return named
+__all__ = ["ints", "named_arguments", "rebind", "replace_argument", "signature_of"]
 
 
 def replace_argument(

@@ -1,4 +1,4 @@
-"""vLLM general plugin: dump the encoder outputs the engine checks, with each item's mask.
+"""The vLLM plugin's registration and its wrappers of the engine's encoder step.
 
 Installed as the entry point ``vllm.general_plugins: mmcli = mmcli.capture.vllm:register``;
 vLLM calls :func:`register` in every process it starts. The plugin is **inert unless
@@ -12,7 +12,7 @@ Environment (read at :func:`register`):
 * ``MMCLI_DUMP_MODE`` — ``failure`` (default: dump when the engine's check raises, then
   re-raise the engine's own error unchanged), ``check`` (also run mmcli's diagnosis on every
   encoder batch and dump the batches with an error finding), ``always`` (dump every batch).
-* ``MMCLI_DUMP_MAX`` — at most this many dumps per process (default 16; 0 = no limit).
+* ``MMCLI_DUMP_MAX`` — at most this many dumps per process (default 32; 0: none).
 * ``MMCLI_DUMP_RANKS`` — comma-separated tensor-parallel ranks that dump (default: all).
 
 What it sees. The engine checks every encoder batch with ``sanity_check_mm_encoder_outputs``,
@@ -26,6 +26,10 @@ modality sorting and sequential video encoding are followed as the engine ran th
 profiling runs dummy items that have no placeholder range: those dumps have no masks and
 ``phase=profile``.
 
+The merge of the checked outputs into the prompt's embeddings (``_merge_multimodal_embeddings``)
+is wrapped too (:mod:`mmcli.capture.vllm.merge`): an output the check passes but the merge
+refuses (a wrong hidden size) is written with the merge's error.
+
 Releases covered (0.10.2 to 0.34, V1 runner and Model Runner V2): see ``docs/capture-vllm.md``.
 
 Every name is probed with ``getattr``; on a release where the preparation step or the
@@ -38,25 +42,25 @@ from __future__ import annotations
 
 import functools
 import logging
-import sys
-import threading
 from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any
 
-__all__ = ["register", "RUNNER_MODULES"]
-
-from mmcli.capture.import_hook import PatchingFinder
-from mmcli.capture.vllm_items import (
+from mmcli.capture import import_hook
+from mmcli.capture._common import Settings
+from mmcli.capture.vllm import merge
+from mmcli.capture.vllm.items import (
     ItemInfo,
     RunnerInfo,
-    batch_context,
     item_info,
     item_of,
-    tp_rank,
+    prompt_of,
     unpack,
 )
-from mmcli.capture.vllm_settings import ENV_DIR, Settings
+from mmcli.capture.vllm.state import Checked, holder, state
+from mmcli.capture.vllm.write import capture as _capture
+
+__all__ = ["register", "unregister", "patch_module", "RUNNER_MODULES"]
 
 logger = logging.getLogger("mmcli.capture.vllm")
 
@@ -83,29 +87,10 @@ RUNNER_MODULES = (
 )
 _TARGETS = frozenset((UTILS_MODULE, *RUNNER_MODULES))
 _MARK = "__mmcli_wrapped__"
-
-
-# --------------------------------------------------------------------------- configuration
-
-
-_settings: Settings | None = None
-
-
-# --------------------------------------------------------------------------- per-thread state
-
-
-class _State(threading.local):
-    def __init__(self) -> None:
-        # id(kwargs item) -> (item, info), from the latest preparation step.
-        self.items: dict[int, tuple[object, ItemInfo]] = {}
-        self.batch: list[ItemInfo | None] | None = None
-        self.batch_owner: object | None = None
-        self.phase: str = "execute"
-        self.runner = RunnerInfo()
-        self.warned_no_masks = False
-
-
-_state = _State()
+_OWNER = "vllm"
+#: Checked batches kept for the merge (a step's; bounded where no preparation step is seen
+#: to start a new one).
+MAX_CHECKED = 8
 
 
 # --------------------------------------------------------------------------- registration
@@ -116,30 +101,25 @@ def register() -> None:
 
     Cheap and idempotent: no torch or vLLM import here.
     """
-    global _settings
-    settings = Settings.from_env()
+    settings = Settings.from_env(engine="vllm")
     if settings is None:
         return
-    if _settings is None:
-        _settings = settings
-    if not any(isinstance(f, PatchingFinder) for f in sys.meta_path):
-        sys.meta_path.insert(0, PatchingFinder(_TARGETS, patch_module))
-    for name in sorted(_TARGETS):
-        module = sys.modules.get(name)
-        if module is not None:
-            patch_module(module)
+    if holder.settings is None:
+        holder.settings = settings
+    import_hook.watch(_OWNER, patch_module, names=_TARGETS, prefixes=(merge.MODELS_PREFIX,))
+    for module in import_hook.loaded(_TARGETS, (merge.MODELS_PREFIX,)):
+        patch_module(module)
     logger.info(
         "mmcli: capturing encoder outputs to %s (mode %s)",
-        _settings.environ.get(ENV_DIR),
-        _settings.mode,
+        holder.settings.directory,
+        holder.settings.mode,
     )
 
 
 def unregister() -> None:
     """Remove the import hook and forget the settings (for tests; patched modules stay)."""
-    global _settings
-    _settings = None
-    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, PatchingFinder)]
+    holder.settings = None
+    import_hook.forget(_OWNER)
 
 
 # --------------------------------------------------------------------------- patching
@@ -150,6 +130,8 @@ def patch_module(module: ModuleType) -> list[str]:
 
     Returns the names wrapped (already-wrapped names are skipped, so this is idempotent).
     """
+    if module.__name__.startswith(merge.MODELS_PREFIX):
+        return merge.patch_module(module)
     done: list[str] = []
     check = getattr(module, CHECK_NAME, None)
     if callable(check) and not getattr(check, _MARK, False):
@@ -196,7 +178,7 @@ def _runner_info(runner: object, module_name: str) -> RunnerInfo:
             hidden = None
     model = getattr(model_config, "model", None)
     if model is None:
-        previous = _state.runner.model
+        previous = state.runner.model
         model = previous
     kind = "v2" if ".gpu." in module_name or ".cpu." in module_name else "v1"
     return RunnerInfo(
@@ -216,7 +198,10 @@ def _record(method: str, runner: object, args: tuple[Any, ...], result: object) 
             req_id, position = ref
             modality = entry[0] if isinstance(entry, tuple) else None
             item = item_of(entry)
-            info = item_info(position, modality=modality, identifier=mm_hash, req_id=req_id)
+            prompt = prompt_of(runner, req_id)
+            info = item_info(
+                position, modality=modality, identifier=mm_hash, req_id=req_id, prompt=prompt
+            )
             items[id(item)] = (item, info)
     elif method == "_batch_mm_kwargs_from_scheduler":  # ([item], [(hash, pos)])
         kwargs, hashes_pos = unpack(result, 2)
@@ -244,23 +229,25 @@ def _record(method: str, runner: object, args: tuple[Any, ...], result: object) 
                         modality=getattr(feature, "modality", None),
                         identifier=getattr(feature, "identifier", None),
                         req_id=req_id,
+                        prompt=prompt_of(runner, req_id),
                     )
                     items[id(item)] = (item, info)
-    _state.items = items
+    state.items = items
 
 
 def _wrap_prepare(method: Callable[..., Any], name: str, module_name: str) -> Callable[..., Any]:
     @functools.wraps(method)
     def prepare(self: object, *args: Any, **kwargs: Any) -> Any:
         result = method(self, *args, **kwargs)
-        if _settings is not None:
+        if holder.settings is not None:
+            state.checked = []  # a new step: the previous step's batches were merged
             try:
                 if name == "prepare_mm_inputs" and not args and kwargs:
                     args = tuple(kwargs.values())
-                _state.runner = _runner_info(self, module_name)
+                state.runner = _runner_info(self, module_name)
                 _record(name, self, args, result)
             except Exception:
-                _state.items = {}
+                state.items = {}
                 logger.debug("mmcli: could not read placeholder ranges", exc_info=True)
         return result
 
@@ -270,17 +257,17 @@ def _wrap_prepare(method: Callable[..., Any], name: str, module_name: str) -> Ca
 def _wrap_profile(method: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(method)
     def profile(self: object, *args: Any, **kwargs: Any) -> Any:
-        previous = _state.phase
-        _state.phase = "profile"
+        previous = state.phase
+        state.phase = "profile"
         try:
-            if _settings is not None:
+            if holder.settings is not None:
                 try:
-                    _state.runner = _runner_info(self, type(self).__module__)
+                    state.runner = _runner_info(self, type(self).__module__)
                 except Exception:
                     pass
             return method(self, *args, **kwargs)
         finally:
-            _state.phase = previous
+            state.phase = previous
 
     return _marked(profile)
 
@@ -288,35 +275,35 @@ def _wrap_profile(method: Callable[..., Any]) -> Callable[..., Any]:
 def _wrap_batching(batching: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(batching)
     def batched(mm_kwargs: Any, *args: Any, **kwargs: Any) -> Iterator[Any]:
-        if _settings is None or _state.batch_owner is not None:
+        if holder.settings is None or state.batch_owner is not None:
             # Off, or nested inside a batching loop the outer call already follows
             # (e.g. sequential video encoding in the V1 runner).
             yield from batching(mm_kwargs, *args, **kwargs)
             return
         entries = list(mm_kwargs)
-        known = _state.items
+        known = state.items
         infos: list[ItemInfo | None] = []
         for entry in entries:
             item = item_of(entry)
             found = known.get(id(item))
             infos.append(found[1] if found is not None and found[0] is item else None)
         token = object()
-        _state.batch_owner = token
+        state.batch_owner = token
         position = 0
         try:
             for group in batching(entries, *args, **kwargs):
                 count = group[1] if isinstance(group, tuple) and len(group) == 3 else None
                 if isinstance(count, int):
-                    _state.batch = infos[position : position + count]
+                    state.batch = infos[position : position + count]
                     position += count
                 else:
-                    _state.batch = None
+                    state.batch = None
                 yield group
         finally:
-            if _state.batch_owner is token:
-                _state.batch_owner = None
-                _state.batch = None
-                _state.items = {}
+            if state.batch_owner is token:
+                state.batch_owner = None
+                state.batch = None
+                state.items = {}
 
     return _marked(batched)
 
@@ -324,12 +311,12 @@ def _wrap_batching(batching: Callable[..., Any]) -> Callable[..., Any]:
 def _wrap_check(check: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(check)
     def sanity_check_mm_encoder_outputs(mm_embeddings: Any, *args: Any, **kwargs: Any) -> Any:
-        settings = _settings
+        settings = holder.settings
         if settings is None:
             return check(mm_embeddings, *args, **kwargs)
         expected = kwargs.get("expected_num_items", args[0] if args else None)
-        batch, _state.batch = _state.batch, None
-        phase = _state.phase
+        batch, state.batch = state.batch, None
+        phase = state.phase
         infos = None if phase == "profile" else batch
         try:
             result = check(mm_embeddings, *args, **kwargs)
@@ -338,52 +325,9 @@ def _wrap_check(check: Callable[..., Any]) -> Callable[..., Any]:
             raise  # the engine's own error, unchanged
         if settings.mode != "failure":
             _capture(settings, mm_embeddings, expected, infos, phase, None)
+        if phase != "profile":  # kept (by reference) for the merge that follows
+            kept = state.checked[-(MAX_CHECKED - 1) :] if MAX_CHECKED > 1 else []
+            state.checked = [*kept, Checked(mm_embeddings, expected, infos, phase)]
         return result
 
     return _marked(sanity_check_mm_encoder_outputs)
-
-
-# --------------------------------------------------------------------------- capture
-
-
-def _capture(
-    settings: Settings,
-    outputs: Any,
-    expected: Any,
-    infos: list[ItemInfo | None] | None,
-    phase: str,
-    error: BaseException | None,
-) -> None:
-    """Hand the batch to this rank's capturer, which writes it when the mode says so.
-
-    Never raises.
-    """
-    try:
-        rank = tp_rank()
-        capturer = settings.capturer(rank)
-        if capturer is None:
-            return
-        masks, context = batch_context(
-            outputs,
-            expected if isinstance(expected, int) else None,
-            infos,
-            runner=_state.runner,
-            phase=phase,
-            rank=rank,
-        )
-        if masks is None and phase != "profile":
-            _warn_no_masks()
-        path = capturer.record(outputs, is_embed=masks, context=context, error=error)
-        if path is not None:
-            logger.warning("mmcli: wrote %s", path)
-    except Exception:
-        logger.exception("mmcli: could not capture encoder outputs")
-
-
-def _warn_no_masks() -> None:
-    if not _state.warned_no_masks:
-        _state.warned_no_masks = True
-        logger.warning(
-            "mmcli: no placeholder ranges for this encoder batch (a vLLM release whose runner "
-            "differs from the ones covered?); dumping without masks"
-        )
