@@ -314,6 +314,11 @@ def _add_rows(
     s.bad.append(bad.to("cpu", copy=True))
 
 
+#: Row cosines closer than this to the minimum count as tied with it (float64 sums of a few
+#: thousand products agree to about 1e-13).
+_TIE = 1e-12
+
+
 def _ratio(num: float, den: float) -> float:
     if den == 0:
         return 1.0 if num == 0 else math.inf
@@ -343,7 +348,12 @@ def _finish(
     total = s.rows * width
     saa, sbb, sab, sdd = (float(t.sum()) for t in (aa, bb, ab, dd))
     item_cos = sab / math.sqrt(saa * sbb) if saa > 0 and sbb > 0 else float(saa == sbb)
-    low = int(cosine.argmin()) if cosine.numel() and not identical else None
+    low = None
+    if cosine.numel() and not identical:
+        # The first row at the minimum: rows tied within float64 rounding (a scaled copy has
+        # every row at 1 - 1e-16 or so) are told apart by summation order, which differs
+        # between CPUs, so the first of them is named, the same on every machine.
+        low = int((cosine <= cosine.min() + _TIE).nonzero()[0, 0])
     return ItemMetrics(
         shape=shape,
         tolerance=tol,

@@ -153,3 +153,16 @@ def test_different_dtypes_are_never_bit_identical(compare, base) -> None:
     assert item.metrics is not None and not item.metrics.bit_identical
     assert item.metrics.max_abs == 0 and item.metrics.max_ulp is None
     assert [c for c, _ in codes(report)] == ["compare-numerics"] * 3
+
+
+def test_rows_tied_at_the_minimum_name_the_first() -> None:
+    """A scaled copy has every row cosine at 1 within float64 rounding; which row's sum rounds
+    lowest depends on the CPU's summation order, so the first tied row is named."""
+    gen = torch.Generator().manual_seed(3)
+    a = torch.randn(36, 64, generator=gen).to(torch.bfloat16)
+    tol = tolerance("port", "bfloat16", "bfloat16", Overrides())
+    assert measure(a, a * 0.125, tol).row_cosine_min_row == 0
+    b = a.clone()
+    b[7] = -b[7]  # a real minimum is still found, ties or not
+    b[20] = -b[20]
+    assert measure(a, b * 0.125, tol).row_cosine_min_row == 7
