@@ -23,3 +23,12 @@ StrictOpt = Annotated[bool, typer.Option("--strict", help="Treat warnings as fai
 QuietOpt = Annotated[
     bool, typer.Option("--quiet", "-q", help="Print only the summary and problems.")
 ]
+
+RevisionOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--revision",
+        help="With a Hub repo id: the branch, tag or commit to read (default: the main branch).",
+        show_default=False,
+    ),
+]

@@ -40,13 +40,16 @@ def test_python_dash_m() -> None:
     assert proc.stdout.strip() == f"mmcli {mmcli.__version__}"
 
 
-@pytest.mark.parametrize("args", [["--help"], ["--version"]])
+@pytest.mark.parametrize(
+    "args", [["--help"], ["--version"], ["kv-share", "plan", "--help"], ["kv-share", "explain"]]
+)
 def test_help_and_version_do_not_import_torch_or_safetensors(args: list[str]) -> None:
     code = (
         "import sys\n"
         "from mmcli.cli.main import app\n"
         f"try:\n    app({args!r}, prog_name='mmcli')\nexcept SystemExit:\n    pass\n"
-        "heavy = sorted(m for m in ('torch', 'safetensors', 'numpy') if m in sys.modules)\n"
+        "heavy = ('torch', 'safetensors', 'numpy', 'huggingface_hub', 'transformers')\n"
+        "heavy = sorted(m for m in heavy if m in sys.modules)\n"
         "print('HEAVY=' + ','.join(heavy))\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -66,7 +66,9 @@ def test_json_document_has_the_spec_shape(tmp_path: Path) -> None:
         "pipeline",
         "aliasing_verified",
         "exit_code",
+        "model_source",
     ]
+    assert doc["model_source"]["kind"] == "file"
     assert doc["pipeline"] is None  # one stage
     assert doc["model"] == "toy" and doc["source"] == "mmcli"
     assert doc["vllm_rules"] == {"release": "0.34", "mirrored": "0.34"}

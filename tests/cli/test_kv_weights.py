@@ -14,7 +14,7 @@ import torch
 from safetensors.torch import save_file
 from typer.testing import CliRunner
 
-from mmcli.cli.kv_share.budget import weights_total
+from mmcli.cli.kv_share.weights import weights_total
 from mmcli.cli.main import app
 from mmcli.errors import InputError
 
@@ -116,3 +116,42 @@ def test_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
     worker.start()
     worker.join(timeout=20)
     assert outcome and "not a regular file" in outcome[0]
+
+
+LLAMA70 = str(ROOT / "tests/kv/realworld/configs/meta-llama--Llama-3.3-70B-Instruct_config.json")
+
+
+@pytest.mark.parametrize("size", ["70B", "70", "7b", "1000KB", ""])
+def test_a_size_needs_a_byte_unit_and_a_model_size(size: str) -> None:
+    """``70B`` is 70 bytes to a size parser, and 70 billion parameters to a reader."""
+    error, hint = refused(size)
+    assert "--weights" in error
+    assert "140GB" in hint
+
+
+def test_without_weights_a_hf_config_is_estimated() -> None:
+    """Llama-3.3-70B, tp 4 on an H100: the estimate takes 70.55 B bf16 parameters (the
+    published index's 141,107,412,992 bytes) instead of none."""
+    result = CliRunner().invoke(
+        app,
+        ["kv-share", "plan", LLAMA70, "--gpu", "H100", "-tp", "4", "--format", "json"],
+        catch_exceptions=False,
+    )
+    assert result.exit_code in (0, 1), result.stderr
+    est = json.loads(result.stdout)["memory_estimate"]
+    assert est["weights_bytes"] == 141_107_412_992 and est["weights_estimated"] is True
+    assert est["weights_source"].startswith("ESTIMATE from config.json: 70.55 B parameters")
+    assert 36 * GIB < est["kv_cache_bytes"] < 37 * GIB
+    text = CliRunner().invoke(app, ["kv-share", "plan", LLAMA70, "--gpu", "H100", "-tp", "4"])
+    assert "− weights ÷ 4 (ESTIMATE)" in text.stdout
+
+
+def test_without_weights_a_config_it_cannot_estimate_is_refused() -> None:
+    result = CliRunner().invoke(app, ["kv-share", "plan", QWEN, "--gpu", "H100"])
+    assert result.exit_code == 2
+    error, hint = result.stderr.splitlines()
+    assert error.startswith("error: --gpu: cannot estimate the weights from the config")
+    assert "--weights" in hint
+    toy = str(ROOT / "samples" / "kv" / "toy.toml")
+    result = CliRunner().invoke(app, ["kv-share", "plan", toy, "--gpu", "H100"])
+    assert result.exit_code == 2 and "give --weights" in result.stderr

@@ -425,7 +425,7 @@ CASES.update(
         "kv-share/config-is-a-directory": Case(
             lambda tmp: ["kv-share", "plan", str(_dir_named_like_a_dump(tmp))],
             2,
-            "Is a directory",
+            "holds no config.json",
         ),
         "kv-share/config-empty-json": Case(
             _plan(""), 2, "invalid JSON: Expecting value at line 1, column 1"

@@ -692,6 +692,15 @@ REFUSALS: dict[tuple[str, str], list[str]] = {
         "--pipeline-parallel-size",
         "2",
     ],
+    ("docs/kv-share.md", "--weights"): [
+        "kv-share",
+        "plan",
+        "samples/kv/qwen3-14b-like.json",
+        "--gpu",
+        "H100",
+        "--weights",
+        "70B",
+    ],
 }
 
 

@@ -72,7 +72,7 @@ CASES: dict[str, Case] = {
     "read/map-dev-zero": Case(_plan_map(lambda t: "/dev/zero"), 2, "not a regular file"),
     "read/config-over-64-MiB": Case(_plan_config(_big), 2, "larger than 64 MiB"),
     "read/map-over-64-MiB": Case(_plan_map(_big), 2, "larger than 64 MiB"),
-    "read/config-directory": Case(_plan_config(lambda t: str(t)), 2, "Is a directory"),
+    "read/config-directory": Case(_plan_config(lambda t: str(t)), 2, "holds no config.json"),
     "json/duplicate-config-key": Case(
         _plan_config(_write("dup.json", b'{"name": "a", "name": "b", "layers": []}')),
         2,

@@ -12,7 +12,7 @@ from mmcli.cli._boundary import guarded
 from mmcli.cli._output import OutputFormat, emit_json, stderr, stdout
 from mmcli.cli.kv_share import engines as eng
 from mmcli.cli.kv_share.explain import register_explain
-from mmcli.cli.options import FormatOpt
+from mmcli.cli.options import FormatOpt, RevisionOpt
 from mmcli.errors import EXIT_FINDINGS, EXIT_OK, InputError
 
 app = typer.Typer(
@@ -31,12 +31,15 @@ EXAMPLE = (
 @guarded
 def plan(
     config: Annotated[
-        Path,
+        str,
         typer.Argument(
-            help="An mmcli layer config (.json or .toml) or a Hugging Face config.json.",
+            metavar="MODEL",
+            help="A Hugging Face config.json or an mmcli layer config (.json, .toml), a local "
+            "model folder, or a Hub repo id (org/name; a local path wins).",
             show_default=False,
         ),
     ],
+    revision: RevisionOpt = None,
     map_path: Annotated[
         Path | None,
         typer.Option(
@@ -98,8 +101,9 @@ def plan(
         str | None,
         typer.Option(
             "--weights",
-            help="With --gpu: the model's weights, a size (16GiB) or a model.safetensors."
-            "index.json / .safetensors file (header only).",
+            help="With --gpu: the weights, a size with a byte unit (140GB, 130GiB), an index "
+            "/ .safetensors file, a folder or a repo id (default: the model's own, else an "
+            "ESTIMATE from the config).",
         ),
     ] = None,
     gpu_memory_utilization: Annotated[
@@ -258,14 +262,15 @@ def plan(
     Exit 0 when the map is valid, 1 when it has errors, 2 for bad input.
     """
     from mmcli.cli.kv_share.budget import (
-        estimate,
         estimate_panel,
+        gpu_budget,
         parse_max_model_len,
         parse_partition,
     )
     from mmcli.kv.aliasing import check_aliasing
     from mmcli.kv.inputs.layer_config import load_config
     from mmcli.kv.inputs.map_file import apply_map, load_map, write_map
+    from mmcli.kv.inputs.model_source import resolve_model
     from mmcli.kv.options import PlanOptions
     from mmcli.kv.plan import plan_kv_cache
 
@@ -290,29 +295,11 @@ def plan(
         eng.refuse_vllm_only(engines, {**vllm_args, "--num-draft-layers": num_draft_layers})
     if plot is not None and sweep is None:
         raise InputError("--plot needs --sweep", hint="e.g. --sweep max-model-len=4K..128K")
-    est = None
-    if gpu is not None:
-        if memory is not None:
-            raise InputError(
-                "give --memory (the exact KV memory) or --gpu (an estimate), not both",
-                hint="--memory is what vLLM logs as 'Available KV cache memory'",
-            )
-        est = (
-            None
-            if engines.engine in ("sglang", "trtllm")
-            else estimate(
-                gpu,
-                weights,
-                gpu_memory_utilization,
-                reserve,
-                tensor_parallel_size,
-                pipeline_parallel_size,
-            )
-        )
-    elif weights is not None or reserve is not None:
-        raise InputError(
-            "--weights and --reserve need --gpu", hint="e.g. --gpu H100 --weights 16GiB"
-        )
+    source = resolve_model(config, revision)
+    est, figure = gpu_budget(
+        gpu, memory, weights, reserve, source, revision, engines.engine, gpu_memory_utilization,
+        tensor_parallel_size, pipeline_parallel_size,
+    )  # fmt: skip
     if batched_default := max_num_batched_tokens is None:
         from mmcli.kv.options import DEFAULT_MAX_NUM_BATCHED_TOKENS
         from mmcli.kv.whatif.gpus import default_max_num_batched_tokens, resolve_gpu
@@ -346,7 +333,7 @@ def plan(
         max_num_batched_tokens_default=batched_default,
     )
     if engines.engine in ("sglang", "trtllm"):
-        raise typer.Exit(eng.run_engines(engines, config, options, gpu, weights, output_format))
+        raise typer.Exit(eng.run_engines(engines, source, options, gpu, figure, output_format))
     target_device: Any = "meta"
     if device.strip().lower() != "meta":
         # Only a real device needs torch; the default meta check stays import-free and fast.
@@ -356,7 +343,7 @@ def plan(
         if target_device.type == "meta":
             target_device = "meta"
 
-    model = load_config(config)
+    model = load_config(source.config)
     map_findings = apply_map(model, load_map(map_path)) if map_path is not None else []
     if length == "auto":
         from mmcli.kv.whatif.fit import fit_max_model_len
@@ -376,7 +363,7 @@ def plan(
 
         stderr().print(f"wrote {written} map entries to {escape(str(emit_map))}")
     if engines.engine == "all":
-        code = eng.run_engines(engines, config, options, gpu, weights, output_format, vllm=result)
+        code = eng.run_engines(engines, source, options, gpu, figure, output_format, vllm=result)
         raise typer.Exit(code)
     exit_code = EXIT_FINDINGS if result.has_errors else EXIT_OK
     if aliasing is not None and not aliasing.verified:
@@ -386,10 +373,15 @@ def plan(
         doc = result.to_json(aliasing_verified=verified, exit_code=exit_code)
         if est is not None:
             doc["memory_estimate"] = est.to_json()
+        doc["model_source"] = source.to_json()
         emit_json(doc)
     else:
+        from rich.markup import escape
+
         from mmcli.cli.kv_share.render import render_plan
 
+        if source.kind != "file":
+            stdout().print(f"model: {escape(source.label)}", highlight=False)
         if est is not None:
             stdout().print(estimate_panel(est))
         render_plan(result, aliasing, all_layers=all_layers)

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rich.console import Group
 from rich.panel import Panel
 from rich.table import Table
+from rich.text import Text
 
 from mmcli.errors import InputError
-from mmcli.text import printable, quoted
+from mmcli.text import quoted
 
 if TYPE_CHECKING:
+    from mmcli.cli.kv_share.weights import WeightsFigure
+    from mmcli.kv.inputs.model_source import ModelSource
     from mmcli.kv.whatif.gpus import Estimate
 
 
@@ -30,86 +33,72 @@ def parse_max_model_len(text: str | None) -> int | str | None:
     return int(value)
 
 
+def gpu_budget(
+    gpu: str | None,
+    memory: str | None,
+    weights: str | None,
+    reserve: str | None,
+    source: ModelSource,
+    revision: str | None,
+    engine: str,
+    utilization: float,
+    tensor_parallel_size: int,
+    pipeline_parallel_size: int,
+) -> tuple[Estimate | None, WeightsFigure | None]:
+    """``--gpu``'s estimate (vLLM's, when vLLM is planned) and the weights figure it took."""
+    from mmcli.cli.kv_share.weights import weights_figure
+
+    if gpu is None:
+        if weights is not None or reserve is not None:
+            raise InputError(
+                "--weights and --reserve need --gpu", hint="e.g. --gpu H100 --weights 16GiB"
+            )
+        return None, None
+    if memory is not None:
+        raise InputError(
+            "give --memory (the exact KV memory) or --gpu (an estimate), not both",
+            hint="--memory is what vLLM logs as 'Available KV cache memory'",
+        )
+    figure = weights_figure(weights, source, revision)
+    if engine in ("sglang", "trtllm"):
+        return None, figure
+    args = (utilization, reserve, tensor_parallel_size, pipeline_parallel_size)
+    return estimate(gpu, figure, *args), figure
+
+
 def estimate(
     gpu: str,
-    weights: str | None,
+    weights: WeightsFigure,
     utilization: float,
     reserve: str | None,
     tensor_parallel_size: int,
     pipeline_parallel_size: int = 1,
 ) -> Estimate:
-    """The KV-memory estimate of ``--gpu`` (with ``--weights``, utilization and reserve)."""
+    """The KV-memory estimate of ``--gpu`` (with the weights figure, utilization and reserve)."""
     from mmcli.kv.options import parse_size
     from mmcli.kv.whatif.gpus import DEFAULT_RESERVE_BYTES, estimate_kv_budget, resolve_gpu
 
     return estimate_kv_budget(
         resolve_gpu(gpu),
         utilization,
-        weights_total(weights) if weights else 0,
+        weights.total_bytes,
         tp=tensor_parallel_size,
         pp=pipeline_parallel_size,
         reserve=parse_size(reserve) if reserve else DEFAULT_RESERVE_BYTES,
+        weights_source=weights.source,
+        weights_estimated=weights.estimated,
     )
 
 
-def weights_total(spec: str) -> int:
-    """Bytes of ``--weights``: a size (``16GiB``), or a checkpoint path.
-
-    A path may be a ``model.safetensors.index.json`` (its ``metadata.total_size``), one
-    ``.safetensors`` file (the bytes of the tensors its header declares, read by the dump
-    reader's strict, bounded header parser; no tensor data is read), or a folder holding
-    either (the index if present, else every ``*.safetensors`` header). An index counts every
-    tensor's bytes, so both ways give the same figure for one checkpoint.
-    """
-    from mmcli.kv.options import parse_size
-    from mmcli.kv.whatif.gpus import index_total
-
-    path = Path(spec)
-    if path.is_dir():
-        index = path / "model.safetensors.index.json"
-        if index.is_file():
-            return index_total(index)
-        shards = sorted(path.glob("*.safetensors"))
-        if not shards:
-            raise InputError(
-                f"--weights: {printable(str(path))} holds no model.safetensors.index.json and "
-                "no .safetensors file",
-                hint="give the checkpoint folder, its index file, or a size such as 16GiB",
-            )
-        return sum(safetensors_total(p) for p in shards)
-    if path.suffix == ".json" and path.is_file():
-        return index_total(path)
-    if path.suffix == ".safetensors":
-        return safetensors_total(path)
-    if path.exists():
-        raise InputError(
-            f"--weights: {printable(str(path))} is neither a .safetensors file nor a "
-            "safetensors index (.json)",
-            hint="give model.safetensors.index.json, a .safetensors file, or a size like 16GiB",
-        )
-    return parse_size(spec)
-
-
-def safetensors_total(path: Path) -> int:
-    """Bytes of the tensors a ``.safetensors`` file's header declares (no data read); a file
-    that is not a valid safetensors file is one InputError naming ``--weights``."""
-    from mmcli.dump.safetensors import read_header
-
-    try:
-        header = read_header(path)
-    except InputError as exc:
-        raise InputError(f"--weights: {exc.message}", hint=exc.hint) from None
-    return sum(t.nbytes for t in header.tensors.values())
-
-
-def estimate_panel(est: Estimate) -> Panel:
+def estimate_panel(est: Estimate) -> Group:
     """Every term of the estimate, right-aligned, under a title that says it is one."""
     table = Table(box=None, show_header=False, pad_edge=False)
     table.add_column("")
     table.add_column("", justify="right")
     for label, value in est.terms():
         table.add_row(label, f"{abs(value) / 2**30:,.2f} GiB")  # the label carries the sign
-    return Panel(table, title="KV memory per GPU: an ESTIMATE", expand=False)
+    panel = Panel(table, title="KV memory per GPU: an ESTIMATE", expand=False)
+    return Group(panel, Text(f"weights: {est.weights_source}"))
 
 
 def parse_partition(text: str) -> tuple[int, ...]:

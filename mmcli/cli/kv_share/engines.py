@@ -21,7 +21,9 @@ from mmcli.cli._output import OutputFormat, emit_json, stdout
 from mmcli.errors import EXIT_FINDINGS, EXIT_OK, InputError
 
 if TYPE_CHECKING:
+    from mmcli.cli.kv_share.weights import WeightsFigure
     from mmcli.kv.figures import EngineFigures
+    from mmcli.kv.inputs.model_source import ModelSource
     from mmcli.kv.options import PlanOptions
     from mmcli.kv.result import KVPlan
     from mmcli.kv.whatif.gpus import GPU
@@ -285,10 +287,10 @@ def as_budget(memory: int | None, gpu: str | None, weights: int | None) -> Budge
 
 def run_engines(
     args: EngineArgs,
-    config_path: Path,
+    source: ModelSource,
     options: PlanOptions,
     gpu: str | None,
-    weights: str | None,
+    weights: WeightsFigure | None,
     output_format: OutputFormat,
     *,
     vllm: KVPlan | None = None,
@@ -296,11 +298,8 @@ def run_engines(
     """Plan the engines ``args`` asks for (``vllm``: its plan, for ``all``), print, exit code."""
     from mmcli.kv.vllm_figures import vllm_figures
 
-    weights_bytes = None
-    if weights is not None:
-        from mmcli.cli.kv_share.budget import weights_total
-
-        weights_bytes = weights_total(weights)
+    config_path = source.config
+    weights_bytes = weights.total_bytes if weights is not None else None
     # With --gpu, vLLM's plan ran on its own estimate; the others estimate from the GPU.
     memory = options.memory_bytes if gpu is None else None
     budget = as_budget(memory, gpu, weights_bytes)

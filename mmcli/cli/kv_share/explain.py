@@ -9,7 +9,7 @@ import typer
 
 from mmcli.cli._boundary import guarded
 from mmcli.cli._output import OutputFormat, emit_json, stdout
-from mmcli.cli.options import FormatOpt
+from mmcli.cli.options import FormatOpt, RevisionOpt
 from mmcli.errors import EXIT_FINDINGS, EXIT_OK
 
 if TYPE_CHECKING:
@@ -39,13 +39,17 @@ def explain(
         ),
     ],
     config: Annotated[
-        Path,
+        str,
         typer.Option(
             "--config",
-            help="The model's config: a Hugging Face config.json or an mmcli layer config.",
+            "--model",
+            metavar="MODEL",
+            help="The model: a Hugging Face config.json or an mmcli layer config, a local model "
+            "folder, or a Hub repo id (org/name).",
             show_default=False,
         ),
     ],
+    revision: RevisionOpt = None,
     vllm_version: Annotated[
         str | None,
         typer.Option(
@@ -68,13 +72,15 @@ def explain(
     from mmcli.kv.explain.report import explain_log
     from mmcli.kv.explain.vllm_log import read_vllm_log
     from mmcli.kv.inputs.layer_config import load_config
+    from mmcli.kv.inputs.model_source import resolve_model
 
+    source = resolve_model(config, revision)
     # An SGLang or TensorRT-LLM log is explained by its own reader; anything else is vLLM's.
-    engine_code = explain_engine_log(log_path, config, max_mib * 2**20, output_format)
+    engine_code = explain_engine_log(log_path, source.config, max_mib * 2**20, output_format)
     if engine_code is not None:
         raise typer.Exit(engine_code)
     log = read_vllm_log(log_path, max_bytes=max_mib * 2**20)
-    result = explain_log(load_config(config), log, vllm_version=vllm_version)
+    result = explain_log(load_config(source.config), log, vllm_version=vllm_version)
     exit_code = EXIT_OK if result.matches else EXIT_FINDINGS
     if output_format is OutputFormat.json:
         emit_json(result.to_json(exit_code=exit_code))

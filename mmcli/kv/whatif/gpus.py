@@ -25,13 +25,11 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Final
 
 from mmcli.errors import InputError
-from mmcli.kv.inputs.readers import parse_json, read_text
+from mmcli.kv.inputs.checkpoint import index_total as index_total  # re-exported
 from mmcli.kv.options import parse_size
-from mmcli.text import printable
 
 GIB: Final = 2**30
 
@@ -101,30 +99,9 @@ def resolve_gpu(text: str) -> GPU:
 
 # --- weights ------------------------------------------------------------------------------
 #
-# ``--weights`` is read by the CLI (``mmcli.cli.kv_share.budget.weights_total``): a size, this
-# index, or a ``.safetensors`` header, which the dump room's strict header reader parses (this
-# room may not import it); the total is passed to :func:`estimate_kv_budget`.
-
-_INDEX_HINT = "a safetensors index written by transformers has {'metadata': {'total_size': N}}"
-
-
-def index_total(path: Path) -> int:
-    """``metadata.total_size`` of a ``model.safetensors.index.json``: every tensor's bytes."""
-    try:
-        doc: Any = parse_json(path, read_text(path), hint=_INDEX_HINT)
-    except InputError as exc:
-        raise InputError(f"--weights: {exc.message}", hint=exc.hint) from None
-    meta = doc.get("metadata") if isinstance(doc, dict) else None
-    total = meta.get("total_size") if isinstance(meta, dict) else None
-    if isinstance(total, str) and total.isascii() and total.isdigit() and len(total) <= 30:
-        total = int(total)
-    if not isinstance(total, int) or isinstance(total, bool) or total <= 0:
-        raise InputError(
-            f"--weights: {printable(str(path))} has no positive metadata.total_size",
-            hint=_INDEX_HINT,
-        )
-    return total
-
+# ``--weights`` is read by the CLI (``mmcli.cli.kv_share.weights``): a size, an index
+# (:func:`index_total`), a ``.safetensors`` header, a folder or a Hub repo; the total is passed
+# to :func:`estimate_kv_budget`.
 
 # --- the estimate -------------------------------------------------------------------------
 
@@ -146,6 +123,10 @@ class Estimate:
     tensor_parallel_size: int
     pipeline_parallel_size: int
     reserve_bytes: int
+    #: What the weights figure was read from (``--weights 16GiB``, an index, a repo, ...).
+    weights_source: str = "--weights"
+    #: True when the weights figure is itself an estimate from the config's geometry.
+    weights_estimated: bool = False
 
     @property
     def usable_bytes(self) -> int:
@@ -168,6 +149,8 @@ class Estimate:
         """(label, bytes) of each term, signed, ending with the estimate itself."""
         ranks = self.tensor_parallel_size * self.pipeline_parallel_size
         share = f"weights ÷ {ranks}" if ranks > 1 else "weights"
+        if self.weights_estimated:
+            share += " (ESTIMATE)"
         return [
             (f"{self.gpu.name} total (as CUDA reports it)", self.gpu.total_bytes),
             (f"× gpu_memory_utilization {self.utilization:g}", self.usable_bytes),
@@ -203,6 +186,8 @@ class Estimate:
             "gpu_memory_utilization": self.utilization,
             "usable_bytes": self.usable_bytes,
             "weights_bytes": self.weights_bytes,
+            "weights_source": self.weights_source,
+            "weights_estimated": self.weights_estimated,
             "weights_per_gpu_bytes": self.weights_per_gpu_bytes,
             "tensor_parallel_size": self.tensor_parallel_size,
             "pipeline_parallel_size": self.pipeline_parallel_size,
@@ -218,6 +203,9 @@ def estimate_kv_budget(
     tp: int = 1,
     pp: int = 1,
     reserve: int = DEFAULT_RESERVE_BYTES,
+    *,
+    weights_source: str = "--weights",
+    weights_estimated: bool = False,
 ) -> Estimate:
     """total × utilization − weights ÷ (tp·pp) − reserve, every term kept (an estimate)."""
     gpu = gpu_bytes if isinstance(gpu_bytes, GPU) else GPU("GPU", "given", gpu_bytes, "given")
@@ -233,7 +221,9 @@ def estimate_kv_budget(
     for option, value in (("--tensor-parallel-size", tp), ("--pipeline-parallel-size", pp)):
         if value <= 0:
             raise InputError(f"{option} must be a positive integer, got {value}")
-    return Estimate(gpu, utilization, weights_bytes, tp, pp, reserve)
+    return Estimate(
+        gpu, utilization, weights_bytes, tp, pp, reserve, weights_source, weights_estimated
+    )
 
 
 # --- vLLM's defaults that depend on the GPU -----------------------------------------------
