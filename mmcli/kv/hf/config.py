@@ -98,10 +98,12 @@ def _num_layers(text: dict[str, Any], where: str) -> int:
     return num_layers
 
 
-def _geometry(text: dict[str, Any], where: str) -> tuple[int | None, int, int]:
+def _geometry(text: dict[str, Any], model_type: str, where: str) -> tuple[int | None, int, int]:
     """(attention heads, KV heads, head size) of the attention layers."""
     heads = optional_int(text, "num_attention_heads", where)
     kv_heads = optional_int(text, "num_key_value_heads", where)
+    if model_type == "falcon":
+        kv_heads = _falcon_kv_heads(text, heads, where)
     if kv_heads is None:
         if heads is None:
             raise InputError(
@@ -129,6 +131,17 @@ def _geometry(text: dict[str, Any], where: str) -> tuple[int | None, int, int]:
     return heads, kv_heads, head_dim
 
 
+def _falcon_kv_heads(text: dict[str, Any], heads: int | None, where: str) -> int | None:
+    """Falcon's KV heads as vLLM's model code takes them: ``num_kv_heads`` under the new
+    decoder architecture (40B/180B; default: every head), else 1 with ``multi_query``
+    (7B; FalconConfig's default is true), else every head."""
+    if text.get("new_decoder_architecture") is True:
+        return optional_int(text, "num_kv_heads", where) or heads
+    if text.get("multi_query", True) is True:
+        return 1
+    return heads
+
+
 class _Specs:
     """Builds (and reuses) each layer kind's spec for one config."""
 
@@ -136,7 +149,7 @@ class _Specs:
         self, doc: dict[str, Any], text: dict[str, Any], model_type: str, where: str
     ) -> None:
         self.text, self.model_type, self.where = text, model_type, where
-        self.heads, self.kv_heads, self.head_dim = _geometry(text, where)
+        self.heads, self.kv_heads, self.head_dim = _geometry(text, model_type, where)
         self.dtype, self.findings = _hf_dtype(doc, text, where)
         self.ssm_dtype, self.ssm_rules = ssm_dtype_rules(text, model_type, self.dtype, where)
         self.used_state = False

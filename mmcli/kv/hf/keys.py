@@ -25,6 +25,10 @@ KEYS_READ: frozenset[str] = frozenset(
         "attention_head_dim",
         "attention_hidden_size",
         "hidden_size",
+        # Falcon: 1 KV head with multi_query, num_kv_heads with new_decoder_architecture
+        "multi_query",
+        "new_decoder_architecture",
+        "num_kv_heads",
         # the length keys and RoPE scaling (max_model_len, mmcli.kv.hf.context)
         *LENGTH_KEYS,
         "original_max_position_embeddings",

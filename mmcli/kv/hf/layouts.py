@@ -15,7 +15,8 @@ pattern vLLM's model code reads), model type by model type (see docs/kv-configs.
   default: every ``no_rope_layer_interval``-th (4th) layer is full);
 * Falcon-H1: every layer runs attention and Mamba2 side by side;
 * sliding windows: Gemma 2 alternating (sliding for even i), Gemma 3 / Gemma 4
-  ``sliding_window_pattern`` (default 6; Gemma 4's last layer is full), Qwen2-family
+  ``sliding_window_pattern`` (default 6; Gemma 4's last layer is full), Olmo 3 (3 sliding :
+  1 full; window 4096 when unset), Mistral (window 4096 when the key is absent), Qwen2-family
   ``use_sliding_window`` / ``max_window_layers``, and otherwise the engine's default: the
   window applies to every layer.
 """
@@ -43,8 +44,11 @@ PARALLEL_HYBRID = "parallel_hybrid"
 
 _NEMOTRON_PATTERN = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
 _QWEN_SLIDING = ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_next")
-#: Gemma model types and the window transformers gives them when the config has none.
-GEMMA_DEFAULT_WINDOW = {
+#: Model types whose transformers config class gives a window when the config has none
+#: (``MistralConfig.sliding_window`` = 4096, ``Olmo3Config`` 4096, Gemma's below).
+DEFAULT_WINDOW = {
+    "mistral": 4096,
+    "olmo3": 4096,
     "gemma2": 4096,
     "gemma3": 4096,
     "gemma3_text": 4096,
@@ -188,8 +192,8 @@ def _llama4_kinds(text: dict[str, Any], model_type: str, n: int, where: str) -> 
 
 def sliding_window(text: dict[str, Any], model_type: str, where: str) -> int | None:
     """The config's window (None: no sliding layers); 0 means none, as the engine reads it."""
-    if "sliding_window" not in text and model_type in GEMMA_DEFAULT_WINDOW:
-        return GEMMA_DEFAULT_WINDOW[model_type]
+    if "sliding_window" not in text and model_type in DEFAULT_WINDOW:
+        return DEFAULT_WINDOW[model_type]
     window = optional_int(text, "sliding_window", where, minimum=0)
     return window or None
 
@@ -220,6 +224,8 @@ def _sliding_kinds(
         pattern = 2 if pattern is None else pattern
     if model_type in ("gemma3", "gemma3_text", "gemma4", "gemma4_text"):
         pattern = 6 if pattern is None else pattern
+    if model_type == "olmo3":  # Olmo3Config: three sliding layers, then a full one
+        pattern = 4 if pattern is None else pattern
     if pattern is not None:
         kinds = [
             "full_attention" if (i + 1) % pattern == 0 else "sliding_attention" for i in range(n)
