@@ -120,6 +120,8 @@ class PlanOptions:
     #: Prefix caching (None: the release's default for the model).
     enable_prefix_caching: bool | None = None
     disable_hybrid_kv_cache_manager: bool = False
+    #: ``VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE`` (None: the release's default).
+    chunked_local_attn_hybrid: bool | None = None
     #: The SSM / recurrent state's dtype (``auto``: the config's or the model's).
     mamba_ssm_cache_dtype: str = "auto"
     #: Sharing the engine accepts but that is likely a mistake (full ↔ sliding) is an error.
@@ -185,12 +187,31 @@ class PlanOptions:
                 f"--num-draft-layers must be 0 or more, got {self.num_draft_layers}",
                 hint="an EAGLE drafter adds 1 layer; EAGLE-3 heads up to a few",
             )
-        rules_for(self.vllm_version)  # refuses an unreadable release now, not mid-plan
+        rules = rules_for(self.vllm_version)  # refuses an unreadable release now, not mid-plan
+        if self.chunked_local_attn_hybrid is False and rules.chunked_local_hybrid == "always":
+            raise InputError(
+                f"--no-chunked-local-attn-hybrid: vLLM {rules.release} has no "
+                "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE (it came in 0.10.1); its "
+                "chunked local layers always keep their own KV-cache groups",
+                hint="drop the option, or pass --disable-hybrid-kv-cache-manager to plan them "
+                "as full attention",
+            )
 
     @property
     def sizes_pool(self) -> bool:
         """Whether the pool has a size (--memory or --num-gpu-blocks-override)."""
         return self.memory_bytes is not None or self.num_gpu_blocks_override is not None
+
+    @property
+    def chunked_local_hybrid(self) -> bool:
+        """Whether chunked local layers keep their own groups beside the hybrid KV cache
+        manager; else the engine turns the manager off and plans them as full attention. An
+        EAGLE or MTP drafter always turns it off (``VllmConfig.__post_init__``)."""
+        if self.num_draft_layers or self.mtp:
+            return False
+        if self.chunked_local_attn_hybrid is not None:
+            return self.chunked_local_attn_hybrid
+        return self.rules.chunked_local_hybrid != "off"
 
     @property
     def rules(self) -> EngineRules:

@@ -8,6 +8,7 @@ from typing import cast
 
 from mmcli.errors import InputError
 from mmcli.findings import Finding
+from mmcli.kv.chunked_note import chunked_as_full
 from mmcli.kv.engine.capacity import capacity, stage_plans
 from mmcli.kv.engine.layout import (
     EngineRefusal,
@@ -44,7 +45,8 @@ def _distinct_specs(layers: list[Layer]) -> list[KVCacheSpec | MambaSpec | None]
 def _state_pages(
     config: ModelConfig, specs: list[KVCacheSpec | MambaSpec | None], options: PlanOptions
 ) -> int:
-    """States one request holds in each state group: 1, or 2 under prefix caching ("align")."""
+    """States one request holds in each state group: 1, or 2 under prefix caching ("align");
+    a Mamba-2 state adds its prefill checkpoint (:meth:`_Run.pages`)."""
     rules = options.rules
     if not any(isinstance(spec, MambaSpec) for spec in specs):
         return 1
@@ -75,19 +77,26 @@ class _Run:
     #: The pipeline stages (None: one GPU holds every layer).
     stages: Stages | None = None
 
+    def pages(self, spec: MambaSpec) -> int:
+        """States one request of ``spec`` holds: in "align" mode a Mamba-2 state (vLLM's
+        ``MambaMixer2``) also keeps its prefill checkpoint block from 0.32."""
+        checkpoint = self.state_pages == 2 and spec.kind == "mamba2"
+        return self.state_pages + int(checkpoint and self.rules.mamba2_prefill_checkpoint)
+
 
 def _layout(layers: list[Layer], run: _Run) -> Layout:
     # Every layer here keeps a cache (the callers pass layers with a spec).
     per_layer = cast(list[KVCacheSpec | MambaSpec], [layer.spec for layer in layers])
     specs = LayerSpecs.of([layer.name for layer in layers], per_layer)
-    pages = run.state_pages
     specs = specs.map(
-        lambda _, s: replace(s, pages_per_request=pages) if isinstance(s, MambaSpec) else s
+        lambda _, s: replace(s, pages_per_request=run.pages(s)) if isinstance(s, MambaSpec) else s
     )
     block = run.options.block_size or DEFAULT_BLOCK_SIZE
     specs, _ = align_hybrid_block_size(specs, block, run.rules)
     chunked = any(s.attention == "chunked" for s in specs.table)
-    if run.options.disable_hybrid_kv_cache_manager or chunked:
+    if run.options.disable_hybrid_kv_cache_manager or (
+        chunked and not run.options.chunked_local_hybrid
+    ):
         specs = disable_hybrid(specs)
     return group_layers(specs, run.rules)
 
@@ -205,7 +214,7 @@ def plan_kv_cache(
             )
         )
 
-    findings += _release_notes(distinct, options)
+    findings += _release_notes(distinct, options) + chunked_as_full(distinct, options)
     kv_layers = [layer for layer in layers if layer.spec is not None]
     owners = [layer for layer in kv_layers if layer.kv_sharing_target is None]
     if not owners:
@@ -267,7 +276,7 @@ def plan_kv_cache(
     if running is not None and running.largest_fitting_max_model_len is not None:
         findings.append(_too_small(running, max_len, options))
     if running is not None:
-        findings += _state_pool(running, run)
+        findings += _state_pool(running, run, distinct)
     return KVPlan(
         model=config.name,
         source=config.source,
@@ -342,13 +351,16 @@ def _release_notes(
     return notes
 
 
-def _state_pool(side: SidePlan, run: _Run) -> list[Finding]:
+def _state_pool(
+    side: SidePlan, run: _Run, specs: list[KVCacheSpec | MambaSpec | None]
+) -> list[Finding]:
     """--max-num-seqs against the state pool: each running request holds its own states."""
     seqs = run.options.max_num_seqs
     if seqs is None or side.num_blocks is None or not side.state_bytes:
         return []
-    # Every state group has num_blocks blocks, and a request holds state_pages of them.
-    held = side.num_blocks // run.state_pages
+    # Every state group has num_blocks blocks, and a request holds `pages` of them.
+    pages = max(run.pages(s) for s in specs if isinstance(s, MambaSpec))
+    held = side.num_blocks // pages
     if seqs <= held:
         return []
     return [
@@ -356,7 +368,7 @@ def _state_pool(side: SidePlan, run: _Run) -> list[Finding]:
             "state-pool-too-small",
             "warning",
             f"--max-num-seqs {seqs:,}, but each state group holds {side.num_blocks:,} blocks and a "
-            f"request keeps {run.state_pages} of them: at most {held:,} requests can run at once",
+            f"request keeps {pages} of them: at most {held:,} requests can run at once",
             hint=f"lower --max-num-seqs to {held:,}, or give the KV cache more memory",
         )
     ]

@@ -72,10 +72,29 @@ class EngineRules:
     #: A multimodal prefix-LM model (Gemma 4) raises an unset ``max_num_batched_tokens`` to
     #: its largest multimodal item (from 0.22).
     mm_prefix_batch_floor: bool
+    #: A hybrid (state + attention) model's attention block is a multiple of
+    #: max(kernel alignment, ``--block-size``) (before 0.20: of the kernel alignment alone).
+    hybrid_align_to_block_size: bool
+    #: The kernel alignment of a hybrid MLA model's block: 64 tokens, 128 from 0.27.
+    mla_hybrid_alignment: int
+    #: Under prefix caching ("align" mode) a Mamba-2 state (``MambaMixer2``) keeps one more
+    #: block per request, its prefill checkpoint (``num_prefill_checkpoint_blocks``, 0.32).
+    mamba2_prefill_checkpoint: bool
+    #: Chunked local attention beside the hybrid KV cache manager: "always" (0.10.0, no switch),
+    #: else ``VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE``'s default, "off" (0.10.1,
+    #: the manager is turned off and chunked layers are full attention) or "on" (0.14).
+    chunked_local_hybrid: str
+    #: ``--max-model-len`` takes the ``t`` / ``T`` suffixes (``human_readable_int``, 0.13).
+    max_len_tera: bool
+    #: ``--max-model-len auto`` / ``-1``: the largest length that fits (0.14).
+    max_len_auto: bool
 
 
 #: The rules that matter only with pipeline stages (``--pipeline-parallel-size`` > 1).
 PIPELINE_FIELDS: Final = frozenset({"pp_global_groups", "pp_whole_model_check", "pp_stage_pages"})
+
+#: The rules that change only how the command line is read, not any plan.
+CLI_FIELDS: Final = frozenset({"max_len_tera", "max_len_auto"})
 
 #: (first release, what changed). The first row is the oldest behaviour mirrored.
 CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
@@ -97,20 +116,40 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "modelopt_kv_dtype": False,
             "kv_scheme_fp8": "unverified",
             "mm_prefix_batch_floor": False,
+            "hybrid_align_to_block_size": False,
+            "mla_hybrid_alignment": 64,
+            "mamba2_prefill_checkpoint": False,
+            "chunked_local_hybrid": "always",
+            "max_len_tera": False,
+            "max_len_auto": False,
         },
     ),
+    ("0.10.1", {"chunked_local_hybrid": "off"}),
     ("0.11", {"pp_global_groups": True}),
     ("0.12", {"group_threshold": 1.25}),
-    ("0.14", {"check": "first-group", "pp_whole_model_check": True, "modelopt_kv_dtype": True}),
+    ("0.13", {"max_len_tera": True}),
+    (
+        "0.14",
+        {
+            "check": "first-group",
+            "pp_whole_model_check": True,
+            "modelopt_kv_dtype": True,
+            "chunked_local_hybrid": "on",
+            "max_len_auto": True,
+        },
+    ),
     ("0.16", {"kv_scheme_fp8": "always"}),
     ("0.17", {"pp_whole_model_check": False, "pp_stage_pages": True}),
     ("0.18", {"group_threshold": 1.5}),
     ("0.19", {"check": "all-groups"}),
+    ("0.20", {"hybrid_align_to_block_size": True}),
     ("0.20.1", {"tokens_from_concurrency": True}),
     ("0.22", {"kv_scheme_fp8": "auto", "mm_prefix_batch_floor": True}),
     ("0.26", {"in_flight_reserve": True, "hybrid_prefix_caching_default": True}),
+    ("0.27", {"mla_hybrid_alignment": 128}),
     ("0.29", {"null_block": True, "mamba_all_mode": False, "pad_unequal_pages": True}),
     ("0.30", {"yarn_scales_max_len": False}),
+    ("0.32", {"mamba2_prefill_checkpoint": True}),
     (NEWEST, {}),
 )
 

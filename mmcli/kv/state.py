@@ -56,8 +56,8 @@ class MambaSpec:
     block_size: int = 0
     #: The page after padding to the attention page (set by the planner; None: unpadded).
     page_size_padded: int | None = None
-    #: States one request holds: 1 without prefix caching, 2 in the engine's "align" mode
-    #: (set by the planner).
+    #: States one request holds: 1 without prefix caching, 2 in the engine's "align" mode,
+    #: and a Mamba-2 state's prefill checkpoint block on top from 0.32 (set by the planner).
     pages_per_request: int = 1
 
     def __post_init__(self) -> None:

@@ -55,6 +55,17 @@ def test_max_model_len_rejects_words_and_huge_numbers() -> None:
         assert "--max-model-len" in run(QWEN, "--max-model-len", bad, code=2).stderr
 
 
+def test_max_model_len_takes_vllm_suffixes() -> None:
+    # vLLM's human_readable_int: k = 1000, K = 1024 (qwen3-14b-like derives 40,960).
+    for text, want in (("32k", 32_000), ("32K", 32_768), ("1.5k", 1500)):
+        doc = json.loads(run(QWEN, "--max-model-len", text, "--format", "json").stdout)
+        assert doc["max_model_len"] == want
+    refused = run(QWEN, "--max-model-len", "1.5K", code=2).stderr
+    assert "no decimals with the binary suffix K" in refused and "1.5k" in refused
+    old = run(QWEN, "--max-model-len", "auto", "--vllm-version", "0.13", code=2).stderr
+    assert "vLLM 0.13 has no auto-fit of max_model_len (it came in 0.14)" in old
+
+
 def test_sweep_json_series_and_plot(tmp_path: Path) -> None:
     plot = tmp_path / "sweep.svg"
     args = [GEMMA, "--memory", "20GiB", "--sweep", "max-model-len=4K..16K", "--plot", str(plot)]

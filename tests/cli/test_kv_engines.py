@@ -95,6 +95,8 @@ def test_the_engine_refusing_to_start_is_exit_1() -> None:
         (["--engine", "trtllm", "--trtllm-version", "0.12"], "TensorRT-LLM 0.12 is not"),
         (["--engine", "sglang", "--enable-prefix-caching"], "--enable-prefix-caching is a vLLM"),
         (["--engine", "trtllm", "--block-size", "32"], "--block-size is a vLLM option"),
+        (["--engine", "sglang", "--chunked-local-attn-hybrid"], "--chunked-local-attn-hybrid is"),
+        (["--engine", "trtllm", "--no-chunked-local-attn-hybrid"], "--chunked-local-attn-hybrid"),
         (["--engine", "all", "--block-size", "32", "--max-model-len", "4096"], None),
     ],
 )

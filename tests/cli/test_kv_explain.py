@@ -37,7 +37,10 @@ def test_json_document() -> None:
     assert result.exit_code == 0
     doc = json.loads(result.stdout)
     assert doc["matches"] is True and doc["exit_code"] == 0
-    assert doc["vllm_rules"] == "vLLM 0.10 rules" and doc["release_source"] == "option"
+    assert (
+        doc["vllm_rules"] == "vLLM 0.10 rules (those of 0.10.1)"
+        and doc["release_source"] == "option"
+    )
     assert doc["log"]["kv_cache_tokens"] == 42656
     assert doc["log"]["available_kv_cache_gib"] == [
         {"process": "EngineCore_DP0 pid=1133552", "gib": 6.51}

@@ -683,6 +683,21 @@ REFUSALS: dict[tuple[str, str], list[str]] = {
         "--max-model-len",
         "1000000",
     ],
+    ("docs/kv-share.md", "--block-size"): [
+        "kv-share",
+        "plan",
+        "tests/kv/configs/nvidia--Nemotron-H-8B-Base-8K.json",
+        "--block-size",
+        "24",
+    ],
+    ("docs/kv-share.md", "--no-chunked-local-attn-hybrid"): [
+        "kv-share",
+        "plan",
+        "samples/kv/chunked-local.toml",
+        "--vllm-version",
+        "0.10.0",
+        "--no-chunked-local-attn-hybrid",
+    ],
     ("docs/kv-share.md", "--pipeline-parallel-size"): [
         "kv-share",
         "plan",

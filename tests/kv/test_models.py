@@ -121,17 +121,29 @@ def test_nemotron_h_8b() -> None:
     # float32) = 4,194,304 B → 4,255,744 B. Block 16 × cdiv(4,255,744, 65,536) = 1,040.
     page = 1040 * 4096  # 4,259,840
     blocks = MEMORY // (4 * page)  # 1 attention + 6 Mamba groups of 4 → 1,260
-    per_request = -(-8192 // 1040) + 6 * 2  # 8 + 12 = 20
+    # Prefix caching ("align" mode): a Mamba-2 state holds 2 blocks + its prefill checkpoint
+    # (vLLM 0.32+: MambaMixer2.get_kv_cache_spec sets num_prefill_checkpoint_blocks=1, which
+    # MambaSpec.max_memory_usage_bytes adds in align mode) = 3 per group.
+    per_request = -(-8192 // 1040) + 6 * 3  # 8 + 18 = 26
     assert figures(doc) == {
         "block": 1040,
         "bytes_per_token": 4 * 4096,
         "bytes_per_block": 4 * page,
         "num_blocks": blocks,
         "blocks_per_request": per_request,
-        "tokens": int(blocks / per_request * 8192),  # 516,096
-        "concurrency": 63.0,
+        "tokens": int(blocks / per_request * 8192),  # 396,996
+        "concurrency": 48.46,
         "groups": [4] * 7,
     }
+
+
+def test_nemotron_h_before_0_32_keeps_two_states_per_request() -> None:
+    doc = plan("nvidia--Nemotron-H-8B-Base-8K.json", 8192, "--vllm-version", "0.31")
+    # 0.29–0.31: align mode holds 2 blocks per Mamba-2 state (no prefill checkpoint yet).
+    assert figures(doc)["blocks_per_request"] == 8 + 6 * 2
+    off = plan("nvidia--Nemotron-H-8B-Base-8K.json", 8192, "--no-enable-prefix-caching")
+    # Without prefix caching the checkpoint is not counted (mode "none": 1 + speculative).
+    assert figures(off)["blocks_per_request"] == 8 + 6 * 1
 
 
 def test_nemotron_h_before_0_20_keeps_a_float16_state() -> None:
@@ -165,10 +177,29 @@ def test_llama_4_scout() -> None:
     doc = plan("meta-llama--Llama-4-Scout-17B-16E-Instruct.subset.json", 32768)
     # no_rope_layers [1, 1, 1, 0] × 12: 36 chunked local layers (8192) + 12 full (8 × 128).
     assert kinds(doc) == {"chunked": 36, "full": 12}
-    # vLLM turns the hybrid manager off for chunked local attention (unless
-    # VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1): every layer is planned as full.
-    blocks = MEMORY // (48 * 65536)  # 6,826
+    # From 0.14 VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE defaults to 1 (vllm/envs.py):
+    # the hybrid manager stays on; buckets 36 chunked / 12 full → group size 12, 3 chunked + 1
+    # full group, one block spans 12 pages of 16 × 4096 B.
+    blocks = MEMORY // (12 * 65536)  # 27,306
+    # Chunked: cdiv(min(8192 + 2 × 2048 in flight, 32768), 16) = 768 per group; full 2048.
+    per_request = 3 * 768 + 2048
     assert figures(doc) == {
+        "block": 16,
+        "bytes_per_token": 48 * 4096,
+        "bytes_per_block": 12 * 65536,
+        "num_blocks": blocks,
+        "blocks_per_request": per_request,
+        "tokens": int(blocks / per_request * 32768),  # 205,598
+        "concurrency": 6.27,
+        "groups": [12, 12, 12, 12],
+    }
+
+
+def test_llama_4_scout_with_the_chunked_hybrid_variable_off() -> None:
+    # VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=0 (the default of 0.10.1–0.13): vLLM
+    # turns the hybrid manager off for chunked local attention, every layer is full.
+    blocks = MEMORY // (48 * 65536)  # 6,826
+    want = {
         "block": 16,
         "bytes_per_token": 48 * 4096,
         "bytes_per_block": 48 * 65536,
@@ -178,6 +209,14 @@ def test_llama_4_scout() -> None:
         "concurrency": 3.33,
         "groups": [48],
     }
+    scout = "meta-llama--Llama-4-Scout-17B-16E-Instruct.subset.json"
+    off = plan(scout, 32768, "--no-chunked-local-attn-hybrid")
+    assert figures(off) == want
+    assert "chunked-as-full" in {f["code"] for f in off["findings"]}
+    assert figures(plan(scout, 32768, "--vllm-version", "0.13")) == want
+    # An EAGLE drafter turns the manager off whatever the variable says (49 full layers).
+    eagle = plan(scout, 32768, "--chunked-local-attn-hybrid", "--num-draft-layers", "1")
+    assert figures(eagle)["groups"] == [49]
 
 
 def test_gemma_2_9b() -> None:

@@ -11,6 +11,7 @@ import typer
 from mmcli.cli._boundary import guarded
 from mmcli.cli._output import OutputFormat, emit_json, stderr, stdout
 from mmcli.cli.kv_share import engines as eng
+from mmcli.cli.kv_share import vllm_options as vo
 from mmcli.cli.kv_share.explain import register_explain
 from mmcli.cli.options import FormatOpt, RevisionOpt
 from mmcli.errors import EXIT_FINDINGS, EXIT_OK, InputError
@@ -196,6 +197,7 @@ def plan(
             "with this flag.",
         ),
     ] = False,
+    chunked_hybrid: vo.ChunkedHybridOpt = None,
     num_draft_layers: Annotated[
         int,
         typer.Option(
@@ -261,13 +263,9 @@ def plan(
 
     Exit 0 when the map is valid, 1 when it has errors, 2 for bad input.
     """
-    from mmcli.cli.kv_share.budget import (
-        estimate_panel,
-        gpu_budget,
-        parse_max_model_len,
-        parse_partition,
-    )
+    from mmcli.cli.kv_share.budget import estimate_panel, gpu_budget, parse_partition
     from mmcli.kv.aliasing import check_aliasing
+    from mmcli.kv.engine.max_len import parse_max_model_len
     from mmcli.kv.inputs.layer_config import load_config
     from mmcli.kv.inputs.map_file import apply_map, load_map, write_map
     from mmcli.kv.inputs.model_source import resolve_model
@@ -275,7 +273,7 @@ def plan(
     from mmcli.kv.plan import plan_kv_cache
 
     partition = parse_partition(pp_layer_partition) if pp_layer_partition is not None else None
-    length = parse_max_model_len(max_model_len)
+    length = parse_max_model_len(max_model_len, vllm_version)
     engines = eng.EngineArgs(
         engine,
         sglang_version,
@@ -291,6 +289,7 @@ def plan(
     vllm_args |= {"--enable-prefix-caching": enable_prefix_caching, "--max-num-seqs": max_num_seqs}
     vllm_args |= {"--num-gpu-blocks-override": num_gpu_blocks_override, "--strict": strict}
     vllm_args |= {"--disable-hybrid-kv-cache-manager": disable_hybrid}
+    vllm_args |= vo.vllm_only(chunked_hybrid)
     if engines.engine in ("sglang", "trtllm"):  # with all, they shape vLLM's column
         eng.refuse_vllm_only(engines, {**vllm_args, "--num-draft-layers": num_draft_layers})
     if plot is not None and sweep is None:
@@ -324,6 +323,7 @@ def plan(
         enable_prefix_caching=enable_prefix_caching,
         mamba_ssm_cache_dtype=mamba_ssm_cache_dtype,
         disable_hybrid_kv_cache_manager=disable_hybrid,
+        chunked_local_attn_hybrid=chunked_hybrid,
         strict=strict,
         num_draft_layers=num_draft_layers,
         num_gpu_blocks_override=num_gpu_blocks_override,

@@ -18,21 +18,6 @@ if TYPE_CHECKING:
     from mmcli.kv.whatif.gpus import Estimate
 
 
-def parse_max_model_len(text: str | None) -> int | str | None:
-    """``--max-model-len``: a positive integer, or ``auto`` / ``-1`` (the largest that fits)."""
-    if text is None:
-        return None
-    value = text.strip().lower()
-    if value in ("auto", "-1"):
-        return "auto"
-    if not value.isascii() or not value.isdigit() or len(value) > 12 or int(value) <= 0:
-        raise InputError(
-            f"--max-model-len must be a positive integer or auto, got {quoted(text)}",
-            hint="e.g. 32768, or auto (-1) for the largest length that fits the KV memory",
-        )
-    return int(value)
-
-
 def gpu_budget(
     gpu: str | None,
     memory: str | None,

@@ -9,8 +9,9 @@ Every layer here has its engine spec: attention specs (full, sliding, chunked, M
 recurrent state (:class:`~mmcli.kv.state.MambaSpec`). Facts mirrored:
 
 * Block size for hybrids: with state layers, the attention block is raised to the smallest
-  multiple of the kernel alignment (16) whose attention page holds one state; the state page is
-  then padded to the attention page.
+  multiple of B whose attention page holds one state, B = the kernel alignment (16; MLA 64,
+  128 from 0.27), and from 0.20 B = max(kernel alignment, block size); the state page is then
+  padded to the attention page.
 * Grouping: one group when every spec is equal; one group of per-layer specs when every layer
   has the same attention type and block size (vLLM's ``UniformTypeKVCacheSpecs``); otherwise
   pages are made equal (smaller pages get proportionally larger blocks), layers are bucketed by
@@ -35,9 +36,8 @@ from mmcli.kv.state import MambaSpec
 Spec = KVCacheSpec | MambaSpec
 
 #: The attention kernels' block alignment the hybrid block size is a multiple of (FlashAttention
-#: and most backends: 16; MLA backends need larger blocks).
+#: and most backends: 16; MLA backends need larger blocks: ``EngineRules.mla_hybrid_alignment``).
 KERNEL_ALIGNMENT = 16
-MLA_ALIGNMENT = {False: 64, True: 128}  # before / from 0.29 (pad_unequal_pages marks 0.29)
 
 
 class EngineRefusal(Exception):
@@ -197,8 +197,12 @@ def align_hybrid_block_size(
 ) -> tuple[LayerSpecs, int]:
     """Raise the attention block size until a page holds one state; pad the states to it.
 
-    Returns the specs with their block size (and padded state pages) and the block size. A
-    model without state layers, or without attention layers, is returned unchanged.
+    The block is the smallest multiple of B whose page holds the largest state, B the kernel
+    alignment or, from 0.20, max(kernel alignment, ``block_size``) (vLLM's
+    ``_align_hybrid_block_size``; before 0.20 ``HybridAttentionMambaModelConfig``); a larger
+    ``block_size`` is kept. Returns the specs with their block size (and padded state pages)
+    and the block size. A model without state layers, or without attention layers, is
+    returned unchanged.
     """
     states = [s for s in specs.table if isinstance(s, MambaSpec)]  # the table is in layer order
     attention = [s for s in specs.table if isinstance(s, KVCacheSpec)]
@@ -207,7 +211,17 @@ def align_hybrid_block_size(
     state_page = max(s.state_bytes for s in states)
     per_token = attention[0].bytes_per_token  # the model's own attention geometry
     mla = isinstance(attention[0], MLAAttentionSpec)
-    align = MLA_ALIGNMENT[rules.pad_unequal_pages] if mla else KERNEL_ALIGNMENT
+    align = rules.mla_hybrid_alignment if mla else KERNEL_ALIGNMENT
+    if rules.hybrid_align_to_block_size:
+        if block_size > align and block_size % KERNEL_ALIGNMENT:
+            raise InputError(
+                f"a hybrid model's --block-size {block_size} is not a multiple of the attention "
+                f"kernels' {KERNEL_ALIGNMENT}-token block: the engine's block then depends on "
+                "the attention backend, which mmcli does not model",
+                hint=f"use a multiple of {KERNEL_ALIGNMENT}, e.g. "
+                f"{KERNEL_ALIGNMENT * cdiv(block_size, KERNEL_ALIGNMENT)}",
+            )
+        align = max(align, block_size)
     needed = align * cdiv(state_page, align * per_token)
     block = max(block_size, needed)
     page = block * per_token

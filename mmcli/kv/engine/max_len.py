@@ -9,15 +9,20 @@ assumes 2048. A ``--max-model-len`` above the
 derived maximum (and above ``model_max_length``) stops the engine unless
 ``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1``. The default is the derived maximum, or for LongRoPE the
 config's ``original_max_position_embeddings``.
+
+``--max-model-len`` itself is read as vLLM's ``human_readable_int_or_auto`` reads it
+(:func:`parse_max_model_len`).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from mmcli.errors import InputError
 from mmcli.kv.model import ContextLength, ModelConfig
-from mmcli.kv.releases import EngineRules
+from mmcli.kv.releases import EngineRules, rules_for
+from mmcli.text import quoted
 
 #: What vLLM assumes when a config has none of the length keys.
 ASSUMED_MAX_LEN = 2048
@@ -103,3 +108,72 @@ def model_max_len(
             "(vLLM's VLLM_ALLOW_LONG_MAX_MODEL_LEN=1) to plan it anyway",
         )
     return requested
+
+
+#: vLLM's ``human_readable_int`` (``vllm/utils/argparse_utils.py``; before 0.20
+#: ``vllm/engine/arg_utils.py``): a number, one suffix, nothing else.
+_HUMAN = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
+_DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+_HINT = (
+    "e.g. 32768, 32k (32,000), 32K (32,768) or 1.5k; auto (or -1): the largest length "
+    "that fits the KV memory"
+)
+
+
+def parse_max_model_len(text: str | None, release: str | None = None) -> int | str | None:
+    """``--max-model-len`` as the release reads it: ``auto`` or ``-1`` (from 0.14), a whole
+    number (``int()``), or a number with a suffix: ``k m g t`` powers of 1000 (decimals allowed,
+    ``int(float(number) × 1000)``), ``K M G T`` powers of 1024 (whole numbers only); ``t`` and
+    ``T`` from 0.13. Anything else, or a length that is not positive, is refused."""
+    if text is None:
+        return None
+    rules = rules_for(release)
+    value = text.strip()
+    if len(value) > 64:
+        raise InputError(
+            f"--max-model-len must be a positive integer or auto, got a "
+            f"{len(value):,}-character value",
+            hint=_HINT,
+        )
+    if value == "-1" or value.lower() == "auto":
+        if not rules.max_len_auto:
+            raise InputError(
+                f"--max-model-len {quoted(value)}: vLLM {rules.release} has no auto-fit of "
+                "max_model_len (it came in 0.14)",
+                hint="give a length, e.g. 32768, or plan with --vllm-version 0.14 or newer",
+            )
+        return "auto"
+    length = _human_int(value, rules)
+    if length is None or length <= 0:
+        raise InputError(
+            f"--max-model-len must be a positive integer or auto, got {quoted(text)}",
+            hint=_HINT,
+        )
+    return length
+
+
+def _human_int(value: str, rules: EngineRules) -> int | None:
+    """``human_readable_int``: the number, or None where vLLM cannot read it."""
+    match = _HUMAN.fullmatch(value)
+    if match is not None:
+        number, suffix = match.groups()
+        if suffix in "tT" and not rules.max_len_tera:
+            raise InputError(
+                f"--max-model-len {quoted(value)}: vLLM {rules.release} reads no t / T suffix "
+                "(it came in 0.13)",
+                hint="write the length with k, m or g (K, M, G), or as a number",
+            )
+        if suffix in _DECIMAL:
+            return int(float(number) * _DECIMAL[suffix])
+        if "." in number:
+            raise InputError(
+                f"--max-model-len {quoted(value)}: vLLM allows no decimals with the binary "
+                f"suffix {suffix}",
+                hint=f"did you mean {number}{suffix.lower()} (powers of 1000)?",
+            )
+        return int(number) * _BINARY[suffix]
+    try:
+        return int(value)
+    except ValueError:
+        return None

@@ -19,7 +19,14 @@ from mmcli.kv.explain.compare import ROUNDING_GIB, Comparison, PlannedRange, agr
 from mmcli.kv.explain.vllm_log import VllmLog
 from mmcli.kv.model import ModelConfig
 from mmcli.kv.options import PlanOptions
-from mmcli.kv.releases import CHANGES, NEWEST, PIPELINE_FIELDS, describe, rules_for
+from mmcli.kv.releases import (
+    CHANGES,
+    CLI_FIELDS,
+    NEWEST,
+    PIPELINE_FIELDS,
+    describe,
+    rules_for,
+)
 from mmcli.kv.result import KVPlan, SidePlan
 
 GIB: Final = 2**30
@@ -250,8 +257,11 @@ def _matching_releases(
     for release, change in CHANGES:
         if single_gpu and change and set(change) <= PIPELINE_FIELDS:
             continue  # differs from the row before only with pipeline stages
+        if change and set(change) <= CLI_FIELDS:
+            continue  # differs only in how the command line is read
+        exact = release if release.count(".") == 2 else f"{release}.0"  # the row, not a patch
         try:
-            figures = _plan_range(config, {**kwargs, "vllm_version": release}, memory)
+            figures = _plan_range(config, {**kwargs, "vllm_version": exact}, memory)
         except InputError:
             continue
         if agrees(log, figures):
