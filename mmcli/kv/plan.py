@@ -21,6 +21,7 @@ from mmcli.kv.engine.layout import (
 from mmcli.kv.engine.max_len import model_max_len
 from mmcli.kv.engine.pipeline import Stages, check_sharing, split_layers, stage_shares
 from mmcli.kv.engine.ranks import batched_tokens, rank_layers
+from mmcli.kv.engine.startable import refuse_unstartable
 from mmcli.kv.model import DEFAULT_BLOCK_SIZE, ModelConfig
 from mmcli.kv.options import PlanOptions
 from mmcli.kv.releases import NEWEST, EngineRules, describe, parse_release
@@ -186,6 +187,7 @@ def plan_kv_cache(
 ) -> KVPlan:
     """Validate the config's sharing map and plan its KV cache as the engine would."""
     rules = options.rules
+    refuse_unstartable(config, rules)
     batch, batch_note = batched_tokens(config, options)
     options = replace(options, max_num_batched_tokens=batch)
     layers = rank_layers(config, options)

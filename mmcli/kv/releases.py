@@ -72,6 +72,10 @@ class EngineRules:
     #: A multimodal prefix-LM model (Gemma 4) raises an unset ``max_num_batched_tokens`` to
     #: its largest multimodal item (from 0.22).
     mm_prefix_batch_floor: bool
+    #: Hunyuan with cross-layer attention (``use_cla``) starts: from 0.29 the registry serves
+    #: HunYuan*V1ForCausalLM through the Transformers backend; before, vLLM's own model builds
+    #: each sharing layer as cross-attention, whose ``get_kv_cache_spec`` asserts a decoder.
+    hunyuan_cla_starts: bool
     #: A hybrid (state + attention) model's attention block is a multiple of
     #: max(kernel alignment, ``--block-size``) (before 0.20: of the kernel alignment alone).
     hybrid_align_to_block_size: bool
@@ -116,6 +120,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "modelopt_kv_dtype": False,
             "kv_scheme_fp8": "unverified",
             "mm_prefix_batch_floor": False,
+            "hunyuan_cla_starts": False,
             "hybrid_align_to_block_size": False,
             "mla_hybrid_alignment": 64,
             "mamba2_prefill_checkpoint": False,
@@ -147,7 +152,15 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
     ("0.22", {"kv_scheme_fp8": "auto", "mm_prefix_batch_floor": True}),
     ("0.26", {"in_flight_reserve": True, "hybrid_prefix_caching_default": True}),
     ("0.27", {"mla_hybrid_alignment": 128}),
-    ("0.29", {"null_block": True, "mamba_all_mode": False, "pad_unequal_pages": True}),
+    (
+        "0.29",
+        {
+            "null_block": True,
+            "mamba_all_mode": False,
+            "pad_unequal_pages": True,
+            "hunyuan_cla_starts": True,
+        },
+    ),
     ("0.30", {"yarn_scales_max_len": False}),
     ("0.32", {"mamba2_prefill_checkpoint": True}),
     (NEWEST, {}),

@@ -107,6 +107,22 @@ def test_cla_is_a_what_if_the_engine_does_not_run() -> None:
     assert "engine (no sharing)" in result.stdout and "what-if sharing" in result.stdout
 
 
+def test_hunyuan_cla_does_not_start_before_0_29() -> None:
+    """vLLM <= 0.28 builds Hunyuan's CLA layers as cross-attention (hunyuan_v1.py
+    ``HunYuanCrossAttention``) and ``Attention.get_kv_cache_spec`` asserts a decoder layer;
+    from 0.29 ``registry.py`` maps HunYuanDenseV1ForCausalLM to the Transformers backend."""
+    for release in ("0.10", "0.20", "0.28"):
+        result = CliRunner().invoke(
+            app, ["kv-share", "plan", str(CLA), "--memory", "20GiB", "--vllm-version", release]
+        )
+        assert result.exit_code == 2, result.stdout
+        error, hint = result.stderr.splitlines()
+        assert f"vLLM {release} does not start Hunyuan with cross-layer attention" in error
+        assert "--vllm-version 0.29" in hint
+    doc = run(str(CLA), "--memory", "20GiB", "--vllm-version", "0.29")
+    assert doc["engine_side"] == "without_sharing"
+
+
 def test_strict_makes_full_sliding_sharing_an_error(tmp_path: Path) -> None:
     config = {
         "name": "mixed",

@@ -1,0 +1,21 @@
+"""Models a vLLM release cannot start, refused by name rather than planned (a row of
+:mod:`mmcli.kv.releases` says from which release each one starts)."""
+
+from __future__ import annotations
+
+from mmcli.errors import InputError
+from mmcli.kv.model import ModelConfig
+from mmcli.kv.releases import EngineRules
+
+
+def refuse_unstartable(config: ModelConfig, rules: EngineRules) -> None:
+    """Models the named release cannot start, refused rather than planned."""
+    cla = any(f.code == "cla-not-shared-by-engine" for f in config.map_findings)
+    if cla and config.model_type.startswith("hunyuan") and not rules.hunyuan_cla_starts:
+        raise InputError(
+            f"{config.name}: vLLM {rules.release} does not start Hunyuan with cross-layer "
+            "attention (use_cla): its model builds the sharing layers as cross-attention, "
+            "which the KV-cache spec asserts against; from 0.29 the Transformers backend "
+            "serves it",
+            hint="plan with --vllm-version 0.29 or later, or set use_cla to false",
+        )
