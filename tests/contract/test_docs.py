@@ -707,6 +707,13 @@ REFUSALS: dict[tuple[str, str], list[str]] = {
         "--pipeline-parallel-size",
         "2",
     ],
+    ("docs/kv-configs.md", "--vllm-version"): [
+        "kv-share",
+        "plan",
+        "samples/kv/hunyuan-cla2-like.json",
+        "--vllm-version",
+        "0.28",
+    ],
     ("docs/kv-share.md", "--weights"): [
         "kv-share",
         "plan",
