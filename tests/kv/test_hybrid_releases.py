@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kv_plan import plan_json
 from typer.testing import CliRunner
 
 from mmcli.cli.main import app
@@ -32,13 +33,7 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def run(*args: str, code: int = 0) -> dict[str, Any]:
-    result = CliRunner().invoke(
-        app, ["kv-share", "plan", *args, "--format", "json"], catch_exceptions=False
-    )
-    assert result.exit_code == code, result.stdout + result.stderr
-    doc: dict[str, Any] = json.loads(result.stdout)
-    return doc
+run = plan_json
 
 
 def refused(*args: str) -> str:

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from kv_plan import plan_json
 from typer.testing import CliRunner
 
 from mmcli.cli.main import app
@@ -16,13 +17,7 @@ TOY = ROOT / "samples" / "kv" / "toy.toml"
 CLA = ROOT / "samples" / "kv" / "hunyuan-cla2-like.json"
 
 
-def run(*args: str, code: int = 0) -> dict[str, Any]:
-    result = CliRunner().invoke(
-        app, ["kv-share", "plan", *args, "--format", "json"], catch_exceptions=False
-    )
-    assert result.exit_code == code, result.stdout + result.stderr
-    doc: dict[str, Any] = json.loads(result.stdout)
-    return doc
+run = plan_json
 
 
 def engine(doc: dict[str, Any], key: str) -> Any:
