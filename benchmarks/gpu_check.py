@@ -21,13 +21,16 @@ the whole run keeps within a time budget (``--budget``, 450 s: under 8 minutes):
    generated 1 GiB dump (64 bf16 items of (2048, 4096), as ``benchmarks/check_dump.py``), on
    CUDA beside CPU: wall time and peak host RSS of each process (``ru_maxrss``).
 5. ``kv_plan``: ``mmcli kv-share plan --device cuda`` on every bundled ``samples/kv`` config.
+6. ``compare``: ``benchmarks/compare.py --devices cpu,cuda``: ``mmcli compare`` on two 1 GiB
+   bf16 dumps on CPU and on the device, each timed against reading both files in the same run.
 
 Targets (``summary.json``, pass / fail / n/a): no CUDA test skipped or failing; fast scatter and
 gather (gather given ``num_embeds``) at >= 70% of the same run's copy bandwidth at >= 9216 x
 4096 bf16; 0 host syncs per fast call; reference and fast bit-equal on every case;
 ``check-embeddings --device cuda`` on the 1 GiB dump within 1.5x the CPU run's wall time; the
 samples' findings the same on CUDA as on CPU; every valid KV map's aliasing verified on the
-device.
+device; ``compare --device cuda`` giving the CPU's result (statuses, findings, every metric
+within a relative 1e-9).
 
 Everything lands under ``--out``: one JSON file per step, ``env.json``, ``plumbing.json``,
 ``summary.json`` and one log, ``gpu_check.log`` (every command, its exit code, time and
@@ -88,6 +91,7 @@ TIMEOUTS: dict[str, float] = {
     "build_dump": 150,
     "check_1gib": 90,
     "kv_plan": 45,
+    "compare": 240,
 }
 
 # The fields of mmcli's JSON documents that the targets read (printed and kept in the summary).
@@ -236,6 +240,7 @@ class Sizes:
     dump_hidden: int
     repeat: int  # check_1gib: runs of each command (best wall time, highest RSS)
     bandwidth_min_elements: int  # the bandwidth target covers cases of at least this size
+    compare: tuple[int, int, int]  # compare: (items, rows, hidden) of each bf16 dump
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -254,6 +259,7 @@ FULL = Sizes(
     dump_hidden=4096,
     repeat=2,
     bandwidth_min_elements=9216 * 4096,
+    compare=(64, 2048, 4096),
 )
 QUICK = Sizes(
     placeholders=(64, 256),
@@ -268,6 +274,7 @@ QUICK = Sizes(
     dump_hidden=256,
     repeat=1,
     bandwidth_min_elements=256 * 256,
+    compare=(2, 64, 128),
 )
 
 
@@ -605,6 +612,22 @@ def plan_commands(ctx: Context) -> dict[str, list[list[str]]]:
             *check_big,
         ],
         "kv_plan": kv,
+        "compare": [
+            [
+                sys.executable,
+                str(REPO / "benchmarks" / "compare.py"),
+                "--items",
+                str(s.compare[0]),
+                "--rows",
+                str(s.compare[1]),
+                "--hidden",
+                str(s.compare[2]),
+                "--devices",
+                "cpu" if ctx.device == "cpu" else f"cpu,{ctx.device}",
+                "--json",
+                str(ctx.tmp / "compare_bench.json"),
+            ]
+        ],  # fmt: skip
     }
 
 
@@ -856,6 +879,43 @@ def step_kv(ctx: Context) -> StepResult:
 
 
 # ---------------------------------------------------------------------- target checks
+
+
+def step_compare(ctx: Context) -> StepResult:
+    """benchmarks/compare.py: two bf16 dumps compared on CPU and on the device (same result?),
+    each timed against reading both files in the same run."""
+    (argv,) = plan_commands(ctx)["compare"]
+    result = ctx.runner.run("compare", argv, TIMEOUTS["compare"])
+    path = ctx.tmp / "compare_bench.json"
+    doc: Any = None
+    with contextlib.suppress(OSError, ValueError):
+        doc = json.loads(path.read_text())
+    ctx.write("compare", {**result.to_json(), "output": doc})
+    ok = isinstance(doc, dict) and result.rc in (0, 1)
+    reason = "ran" if ok else f"exit {result.rc}, no figures written"
+    return StepResult("compare", ok, reason, result.wall_s, {"doc": doc})
+
+
+def target_compare(steps: dict[str, StepResult], device: str, on_cuda: bool) -> Target:
+    step = steps["compare"]
+    doc = step.data.get("doc")
+    runs = doc.get("compare", {}) if isinstance(doc, dict) else {}
+    mine = runs.get(device, {})
+    detail = [] if step.ok else [f"compare: {step.reason}"]
+    for name, run in runs.items():
+        detail.append(
+            f"{name}: wall {run.get('wall_s')} s = {run.get('time_ratio_load_file')}x load_file, "
+            f"{run.get('rss_over_baseline_mib')} MiB over the baseline"
+        )
+    detail += [f"differs: {line}" for line in mine.get("differences", [])]
+    ok = step.ok and mine.get("equal_to_first_device") is True and mine.get("exit_code") == 0
+    return Target(
+        "compare --device cuda gives the CPU's result",
+        verdict(ok, on_cuda),
+        mine.get("largest_relative_difference"),
+        "same statuses and findings, every metric within a relative 1e-9 of the CPU run",
+        detail,
+    )
 
 
 def bench_cases(steps: dict[str, StepResult], *names: str) -> list[dict[str, Any]]:
@@ -1426,6 +1486,7 @@ STEPS: list[tuple[str, str, Callable[[Context], StepResult]]] = [
     ("check_samples", "check-embeddings on samples/dumps, cpu and device", step_check_samples),
     ("check_1gib", "check-embeddings on a generated 1 GiB dump, cpu and device", step_check_1gib),
     ("kv_plan", "kv-share plan on samples/kv", step_kv),
+    ("compare", "mmcli compare on two bf16 dumps, cpu and device, timed", step_compare),
 ]
 
 
@@ -1637,6 +1698,7 @@ def run_steps(ctx: Context, selected: set[str], log: Log) -> int:
         target_check_time(steps, cuda),
         target_samples(steps),
         target_kv(steps),
+        target_compare(steps, ctx.device, cuda),
     ]
     ran = {n: s for n, s in steps.items() if n in selected}
     passed = all(s.ok for s in ran.values()) and not any(
@@ -1684,6 +1746,7 @@ TARGET_STEPS = {
     "check-embeddings --device cuda on the 1 GiB dump <= 1.5x the CPU time": {"check_1gib"},
     "check-embeddings samples: same findings on the device as on CPU": {"check_samples"},
     "kv-share plan: aliasing verified on the device": {"kv_plan"},
+    "compare --device cuda gives the CPU's result": {"compare"},
 }
 
 

@@ -22,6 +22,7 @@ STEPS = [
     "check_samples",
     "check_1gib",
     "kv_plan",
+    "compare",
 ]
 
 
@@ -114,12 +115,15 @@ def test_every_step_runs_on_cpu_with_tiny_sizes(tmp_path: Path) -> None:
         assert step["ok"], (name, step)
         assert (out / f"{name}.json").exists()
     targets = summary["targets"]
-    assert isinstance(targets, dict) and len(targets) == 8
+    assert isinstance(targets, dict) and len(targets) == 9
     statuses = {name: t["status"] for name, t in targets.items()}
     # On CPU the CUDA-only targets are n/a; the others are real checks.
     assert statuses["reference and fast bit-equal on every case"] == "pass"
     assert statuses["check-embeddings samples: same findings on the device as on CPU"] == "pass"
     assert statuses["kv-share plan: aliasing verified on the device"] == "pass"
+    compare = read(out / "compare.json")["output"]
+    assert isinstance(compare, dict) and list(compare["compare"]) == ["cpu"]
+    assert compare["compare"]["cpu"]["equal_to_first_device"] is True
     assert set(statuses.values()) == {"pass", "n/a"}
     pytest_doc = read(out / "pytest_cuda.json")
     counts = pytest_doc["counts"]
