@@ -74,6 +74,8 @@ SCRIPT = Path(__file__).resolve()
 LOG_NAME = "gpu_check.log"
 DEFAULT_BUDGET_S = 450.0
 BANDWIDTH_TARGET = 0.70
+#: What CUDA's sync debug mode warns for each synchronising call (mmcli.bench.timing).
+SYNC_WARNING = "called a synchronizing CUDA operation"
 CHECK_TIME_RATIO = 1.5
 MIN_STEP_S = 5.0  # a step (or command) with less time left than this is not started
 GIB = 2**30
@@ -1430,7 +1432,7 @@ def child_sync_api(device: str, quick: bool) -> int:
             with sync_mode("warn"):
                 mmcli.gather_mm_placeholders(placeholders_t, mask_t, impl="fast")
         synchronize()
-        doc["gather_without_count_syncs"] = sum("synchroniz" in str(w.message) for w in caught)
+        doc["gather_without_count_syncs"] = sum(SYNC_WARNING in str(w.message) for w in caught)
     print(json.dumps(doc))
     return 0
 

@@ -10,11 +10,14 @@ Two algorithms, chosen by device, because what is fast differs:
   then overwrites most of it through boolean indexing, which is far slower than a copy.
   Below ``SMALL_BYTES`` of output the reference's two kernels are cheaper than any analysis
   and are used as they are (after the eager count check).
-* **CUDA (any non-CPU device)**: nothing may read device data on the host. Ranks come from
-  ``cumsum`` of the mask (as SGLang does); a permutation puts the embedding positions first
-  and the others after; ``index_copy_`` / ``index_fill_`` / ``index_select`` move the rows.
-  No ``nonzero``, ``.item()``, boolean indexing or branch on tensor values. The rows are moved
-  as 8-byte words where the layout allows, so the kernels handle 4 bf16 values per element.
+* **CUDA (any non-CPU device)**: nothing may read device data on the host. The positions of
+  the embedding rows and of the others come from ``nonzero_static`` (an output size fixed on
+  the host, so no read of the count); where a torch build lacks it for the device, from
+  ``cumsum`` ranks turned into a permutation (as SGLang does), which costs some ten more small
+  kernels, and at the sizes engines use the launches, not the bytes, set the time.
+  ``index_copy_`` / ``index_fill_`` / ``index_select`` move the rows. No ``nonzero``,
+  ``.item()``, boolean indexing or branch on tensor values. The rows are moved as 8-byte words
+  where the layout allows, so the kernels handle 4 bf16 values per element.
 
 Callers (``mmcli.embeddings.ops``) have already checked everything that needs no tensor data;
 this module builds on :mod:`mmcli.embeddings.reference` only.
@@ -203,6 +206,43 @@ def _assert_count(is_embed: torch.Tensor, ranks: torch.Tensor, num_embeds: int) 
     torch._assert_async(ranks[-1] == num_embeds)
 
 
+#: Device types whose torch build has no ``nonzero_static`` kernel (found on first use).
+_NO_STATIC: set[str] = set()
+
+
+def split_positions(
+    is_embed: torch.Tensor, num_embeds: int, *, others: bool = True
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The positions of the ``num_embeds`` True values, in order, and (with ``others``) of the
+    False ones; no host synchronisation.
+
+    A count that differs from ``num_embeds`` fails a device-side assert either way: with
+    ``nonzero_static`` the count is asserted (:func:`_assert_true_count`), and a list it had
+    to pad holds the out-of-range index ``len(is_embed)`` besides, which the index kernel
+    that uses it rejects; the permutation fallback asserts the count on its ranks.
+    """
+    n = is_embed.shape[0]
+    if is_embed.device.type not in _NO_STATIC and hasattr(torch, "nonzero_static"):
+        try:
+            embed = torch.nonzero_static(is_embed, size=num_embeds, fill_value=n).view(-1)
+            _assert_true_count(is_embed, num_embeds)
+            rest = None
+            if others:
+                rest = torch.nonzero_static(~is_embed, size=n - num_embeds, fill_value=n)
+                rest = rest.view(-1)
+            return embed, rest
+        except NotImplementedError:  # a build without the kernel for this device
+            _NO_STATIC.add(is_embed.device.type)
+    order = permutation(is_embed, num_embeds)
+    return order[:num_embeds], order[num_embeds:]
+
+
+def _assert_true_count(is_embed: torch.Tensor, num_embeds: int) -> None:
+    """A device-side assert that ``is_embed`` has ``num_embeds`` True values (no host read)."""
+    if is_embed.shape[0]:
+        torch._assert_async(is_embed.sum() == num_embeds)
+
+
 def permutation(is_embed: torch.Tensor, num_embeds: int) -> torch.Tensor:
     """Placeholder positions reordered: the ``num_embeds`` True ones first, then the rest.
 
@@ -244,15 +284,18 @@ def as_words(t: torch.Tensor) -> torch.Tensor:
 def scatter_sync_free(embeds: torch.Tensor, is_embed: torch.Tensor) -> torch.Tensor:
     """Scatter with no host synchronisation (runs on any device; used for CUDA)."""
     num_embeds, hidden = embeds.shape
+    if is_embed.shape[0] == 0:
+        _check_num_embeds(0, num_embeds)  # shapes only: known on the host
     out = embeds.new_empty((is_embed.shape[0], hidden))
-    order = permutation(is_embed, num_embeds)
+    embed, rest = split_positions(is_embed, num_embeds)
+    assert rest is not None
     words, source = as_words(out), as_words(embeds)
     if words.dtype != source.dtype:
         words, source = out, embeds
-    words.index_copy_(0, order[:num_embeds], source)
+    words.index_copy_(0, embed, source)
     # The NaN fill in the tensor's own dtype, so its bits are those the reference's
     # ``new_full(nan)`` writes on the same device.
-    out.index_fill_(0, order[num_embeds:], _NAN)
+    out.index_fill_(0, rest, _NAN)
     return out
 
 
@@ -262,6 +305,6 @@ def gather_sync_free(
     """Gather ``num_embeds`` rows with no host synchronisation (any device; used for CUDA)."""
     if not 0 <= num_embeds <= is_embed.shape[0]:
         _check_num_embeds(is_embed.shape[0], num_embeds, at_most=True)
-    order = permutation(is_embed, num_embeds)[:num_embeds]
+    embed, _ = split_positions(is_embed, num_embeds, others=False)
     source = as_words(placeholders)
-    return torch.index_select(source, 0, order).view(placeholders.dtype)
+    return torch.index_select(source, 0, embed).view(placeholders.dtype)

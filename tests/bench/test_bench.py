@@ -409,3 +409,17 @@ def test_the_cli_entry_point_runs_without_the_collector(monkeypatch: pytest.Monk
         gc.enable()
         signal.signal(signal.SIGINT, handler)  # the entry point ignores Ctrl-C on its way out
     assert seen == [False]
+
+
+def test_the_sync_debug_modes_prototype_warning_is_not_a_sync() -> None:
+    # Messages as torch's sync debug mode words them (c10/cuda warn_or_error_on_sync and the
+    # warning torch.cuda.set_sync_debug_mode gives on its first use in a process).
+    from mmcli.bench.timing import host_syncs_in
+
+    prototype = (
+        "Synchronization debug mode is a prototype feature and does not yet detect all "
+        "synchronizing operations (Triggered internally at torch/csrc/cuda/Module.cpp:1003.)"
+    )
+    sync = "called a synchronizing CUDA operation (Triggered internally at c10/cuda/...)"
+    assert host_syncs_in([prototype]) == 0
+    assert host_syncs_in([prototype, sync, sync]) == 2

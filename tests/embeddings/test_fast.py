@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import warnings
+from collections.abc import Callable, Iterator
 
 import pytest
 import torch
@@ -15,6 +17,9 @@ from mmcli.embeddings import fast as _fast
 from mmcli.embeddings import ops
 from mmcli.errors import InputError
 
+#: What CUDA's sync debug mode says of each synchronising call (the first use of the mode
+#: also warns that it is a prototype, which is not a synchronisation).
+SYNC_WARNING = "called a synchronizing CUDA operation"
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
 BITS = {torch.float32: torch.int32, torch.bfloat16: torch.int16, torch.float16: torch.int16}
 
@@ -30,6 +35,23 @@ def assert_same_bits(actual: torch.Tensor, expected: torch.Tensor) -> None:
     assert actual.device == expected.device
     assert actual.is_contiguous()
     assert torch.equal(bits(actual), bits(expected))
+
+
+@contextlib.contextmanager
+def permutation_path(device_type: str = "cpu") -> Iterator[None]:
+    """The sync-free functions as on a torch build without ``nonzero_static`` for the device."""
+    _fast._NO_STATIC.add(device_type)
+    try:
+        yield
+    finally:
+        _fast._NO_STATIC.discard(device_type)
+
+
+def both_paths(fn: Callable[[], torch.Tensor]) -> list[torch.Tensor]:
+    """``fn`` with positions from ``nonzero_static`` and from the cumsum permutation."""
+    first = fn()
+    with permutation_path():
+        return [first, fn()]
 
 
 def random_rows(rows: int, hidden: int, dtype: torch.dtype, seed: int, layout: str) -> torch.Tensor:
@@ -97,7 +119,8 @@ def test_scatter_is_bitwise_equal_to_reference(
     expected = ops.scatter_reference(embeds, is_embed)
     assert_same_bits(ops.scatter_mm_placeholders(embeds, is_embed, impl="fast"), expected)
     assert_same_bits(_fast.scatter_runs(embeds, is_embed), expected)
-    assert_same_bits(_fast.scatter_sync_free(embeds, is_embed), expected)
+    for out in both_paths(lambda: _fast.scatter_sync_free(embeds, is_embed)):
+        assert_same_bits(out, expected)
     assert torch.equal(bits(embeds), before)  # inputs are never modified
 
 
@@ -119,7 +142,8 @@ def test_gather_is_bitwise_equal_to_reference(
     assert_same_bits(ops.gather_mm_placeholders(placeholders, is_embed, impl="fast"), expected)
     assert_same_bits(_fast.gather(placeholders, is_embed, num_embeds=sum(mask)), expected)
     assert_same_bits(_fast.gather_runs(placeholders, is_embed), expected)
-    assert_same_bits(_fast.gather_sync_free(placeholders, is_embed, sum(mask)), expected)
+    for out in both_paths(lambda: _fast.gather_sync_free(placeholders, is_embed, sum(mask))):
+        assert_same_bits(out, expected)
     assert torch.equal(bits(placeholders), before)
 
 
@@ -179,13 +203,27 @@ def test_scatter_count_mismatch_raises_eagerly_on_cpu(rows: int, hidden: int) ->
     assert str(info.value) == f"is_embed has 4 True positions but embeds has {rows} rows{broadcast}"
 
 
-def test_sync_free_scatter_asserts_the_count_on_the_device() -> None:
-    # On the CPU the device-side assert fires at once.
+@pytest.mark.parametrize("path", ["nonzero_static", "permutation"])
+def test_sync_free_paths_fail_on_a_count_mismatch_either_way(path: str) -> None:
+    # On the CPU the device-side checks fire at once: an out-of-range index (the padding of
+    # nonzero_static) or the asserted count.
     is_embed = torch.tensor([True, False, True])
-    with pytest.raises(RuntimeError):
-        _fast.scatter_sync_free(torch.zeros(3, 4), is_embed)
-    with pytest.raises(RuntimeError):
-        _fast.gather_sync_free(torch.zeros(3, 4), is_embed, 1)
+    with permutation_path() if path == "permutation" else contextlib.nullcontext():
+        for rows in (1, 3):  # more Trues than rows, fewer Trues than rows
+            with pytest.raises((RuntimeError, IndexError)):
+                _fast.scatter_sync_free(torch.zeros(rows, 4), is_embed)
+        for num_embeds in (1, 3):
+            with pytest.raises((RuntimeError, IndexError)):
+                _fast.gather_sync_free(torch.zeros(3, 4), is_embed, num_embeds)
+
+
+def test_split_positions_gives_both_lists_in_order() -> None:
+    is_embed = torch.tensor([False, True, True, False, True])
+    for path in ("nonzero_static", "permutation"):
+        with permutation_path() if path == "permutation" else contextlib.nullcontext():
+            embed, rest = _fast.split_positions(is_embed, 3)
+        assert embed.tolist() == [1, 2, 4], path
+        assert rest is not None and rest.tolist() == [0, 3], path
 
 
 def test_empty_mask_with_rows_is_rejected_on_the_host() -> None:
@@ -307,7 +345,7 @@ def test_cuda_public_gather_reads_only_the_count() -> None:
             out = ops.gather_mm_placeholders(placeholders, is_embed, impl="fast")
         finally:
             torch.cuda.set_sync_debug_mode(previous)
-    syncs = [w for w in caught if "synchroniz" in str(w.message)]
+    syncs = [w for w in caught if SYNC_WARNING in str(w.message)]
     assert len(syncs) == 1
     assert_same_bits(out, ops.gather_reference(placeholders, is_embed))
 
@@ -316,14 +354,19 @@ def test_cuda_public_gather_reads_only_the_count() -> None:
 @pytest.mark.slow
 def test_cuda_count_mismatch_fails_on_the_device() -> None:
     # A device-side assert poisons the CUDA context, so it runs in its own process.
-    code = (
-        "import torch, mmcli\n"
-        "m = torch.tensor([True, False, True], device='cuda')\n"
-        "mmcli.scatter_mm_placeholders(torch.zeros(3, 8, device='cuda'), m, impl='fast')\n"
-        "torch.cuda.synchronize()\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
-    )
-    assert result.returncode != 0
-    assert "assert" in result.stderr.lower()
+    setup = "import torch, mmcli\nm = torch.tensor([True, False, True], device='cuda')\n"
+    calls = [
+        "mmcli.scatter_mm_placeholders(torch.zeros(3, 8, device='cuda'), m, impl='fast')",
+        "mmcli.scatter_mm_placeholders(torch.zeros(1, 8, device='cuda'), m, impl='fast')",
+        "mmcli.gather_mm_placeholders(torch.zeros(3, 8, device='cuda'), m, impl='fast', "
+        "num_embeds=1)",
+        "mmcli.gather_mm_placeholders(torch.zeros(3, 8, device='cuda'), m, impl='fast', "
+        "num_embeds=3)",
+    ]
+    for call in calls:
+        code = setup + call + "\ntorch.cuda.synchronize()\n"
+        result = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+        )
+        assert result.returncode != 0, call
+        assert "assert" in result.stderr.lower(), (call, result.stderr[-2000:])
