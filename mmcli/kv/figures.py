@@ -21,6 +21,8 @@ FIGURE_LABELS: dict[str, str] = {
     "blocks": "blocks / pages",
     "max_concurrency": "max concurrency",
     "max_running_requests": "max running requests",
+    "state_bytes_per_request": "state bytes per request",
+    "state_slots": "state slots",
 }
 
 

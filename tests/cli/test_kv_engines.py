@@ -115,9 +115,14 @@ def test_bad_engine_options_are_exit_2(args: list[str], message: str | None) -> 
 
 
 def test_unmirrored_model_is_refused_naming_it() -> None:
+    # SGLang plans Qwen3-Next's state pool; TensorRT-LLM's hybrid pools are not mirrored, and
+    # --engine all stops at that refusal.
     config = str(CONFIGS / "Qwen--Qwen3-Next-80B-A3B-Thinking.json")
     result = run("plan", config, "--engine", "all", "--memory", "10GiB", code=2)
-    assert "SGLang: hybrid Mamba / GDN" in result.stderr
+    assert "TensorRT-LLM: hybrid Mamba / GDN" in result.stderr
+    jamba = str(CONFIGS / "ai21labs--AI21-Jamba-1.5-Mini.json")
+    result = run("plan", jamba, "--engine", "sglang", "--memory", "10GiB", code=2)
+    assert "SGLang: JambaForCausalLM (a hybrid Mamba / GDN" in result.stderr
 
 
 def test_explain_trtllm_log(tmp_path: Path) -> None:

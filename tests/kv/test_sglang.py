@@ -165,7 +165,6 @@ def test_unread_release_is_refused(release: str, message: str) -> None:
 @pytest.mark.parametrize(
     ("config", "options", "message"),
     [
-        ("Qwen--Qwen3-Next-80B-A3B-Thinking.json", {}, "hybrid Mamba / GDN"),
         ("ai21labs--AI21-Jamba-1.5-Mini.json", {}, "hybrid Mamba / GDN"),
         ("Qwen--Qwen3-235B-A22B-FP8.json", {"enable_dp_attention": True}, "DP attention"),
         ("Qwen--Qwen3-235B-A22B-FP8.json", {"pp": 2}, "pipeline parallelism"),

@@ -15,6 +15,7 @@ from typing import Any
 from mmcli.dtypes import KV_DTYPE_BYTES
 from mmcli.errors import InputError
 from mmcli.kv.model import ModelConfig
+from mmcli.kv.sglang.hybrid import HybridState, hybrid_state
 from mmcli.kv.sglang.releases import SglangRules
 from mmcli.kv.spec import KVCacheSpec, MLAAttentionSpec
 from mmcli.kv.state import MambaSpec
@@ -67,9 +68,8 @@ def sglang_cell(
     specs = [layer.spec for layer in config.layers]
     if any(isinstance(s, MambaSpec) for s in specs):
         raise _refuse(
-            "hybrid Mamba / GDN / linear-attention models (separate state pool, "
-            "mamba_full_memory_ratio, max_mamba_cache_size) are not mirrored",
-            "plan this model for vLLM (--engine vllm), whose state pool mmcli mirrors",
+            "a hybrid Mamba / GDN model's state pool is planned by hybrid_cell",
+            "call hybrid_cell for it",
         )
     if any(s is None for s in specs):
         raise _refuse(
@@ -99,6 +99,14 @@ def sglang_cell(
         )
     spec = attention[0]
     mla = isinstance(spec, MLAAttentionSpec)
+    dtype_bytes = _dtype_bytes(spec, doc, rules, kv_dtype)
+    heads = 1 if mla else max(1, spec.num_kv_heads // tp)
+    sliding = sum(1 for s in attention if s.attention in ("sliding", "chunked"))
+    return Cell(len(attention), heads, spec.head_size, dtype_bytes, mla, sliding)
+
+
+def _dtype_bytes(spec: KVCacheSpec, doc: dict[str, Any], rules: SglangRules, kv_dtype: str) -> int:
+    """Bytes of one KV element: ``--kv-cache-dtype``, or the model dtype with ``auto``."""
     if kv_dtype == "auto":
         quant = doc.get("quantization_config")
         if rules.fraction_rule == "reserve-formula" and isinstance(quant, dict):
@@ -108,14 +116,26 @@ def sglang_cell(
                     "release, which is not mirrored",
                     "pass --kv-dtype fp8_e4m3 (or the dtype the log names)",
                 )
-        dtype_bytes = KV_DTYPE_BYTES[spec.dtype]
-    elif kv_dtype in KV_CACHE_DTYPES or kv_dtype in KV_DTYPE_BYTES:
-        dtype_bytes = KV_CACHE_DTYPES.get(kv_dtype) or KV_DTYPE_BYTES[kv_dtype]
-    else:
-        raise _refuse(f"KV cache dtype {kv_dtype} is not mirrored", "use auto or fp8")
-    heads = 1 if mla else max(1, spec.num_kv_heads // tp)
-    sliding = sum(1 for s in attention if s.attention in ("sliding", "chunked"))
-    return Cell(len(attention), heads, spec.head_size, dtype_bytes, mla, sliding)
+        return KV_DTYPE_BYTES[spec.dtype]
+    if kv_dtype in KV_CACHE_DTYPES or kv_dtype in KV_DTYPE_BYTES:
+        return KV_CACHE_DTYPES.get(kv_dtype) or KV_DTYPE_BYTES[kv_dtype]
+    raise _refuse(f"KV cache dtype {kv_dtype} is not mirrored", "use auto or fp8")
+
+
+def hybrid_cell(
+    config: ModelConfig, doc: dict[str, Any], rules: SglangRules, *, tp: int, kv_dtype: str
+) -> tuple[Cell, HybridState]:
+    """The attention cell and the per-request state of a hybrid GDN / Mamba model."""
+    state = hybrid_state(doc, rules, architecture(doc), tp=tp)
+    attention = [layer.spec for layer in config.layers if isinstance(layer.spec, KVCacheSpec)]
+    if not attention or any(isinstance(s, MLAAttentionSpec) for s in attention):
+        raise _refuse(
+            "a hybrid model without plain attention layers is not mirrored",
+            "plan it for vLLM (--engine vllm)",
+        )
+    dtype_bytes = _dtype_bytes(attention[0], doc, rules, kv_dtype)
+    cell = Cell(state.attention_layers, state.kv_heads, state.head_dim, dtype_bytes, mla=False)
+    return cell, state
 
 
 def sliding_note(doc: dict[str, Any], rules: SglangRules, count: int) -> str | None:

@@ -17,10 +17,17 @@ from mmcli.errors import InputError
 from mmcli.kv.figures import EngineFigures, Figure, max_concurrency
 from mmcli.kv.model import ModelConfig
 from mmcli.kv.sglang.budget import Fraction, default_fraction, estimated_rest
-from mmcli.kv.sglang.geometry import Cell, sglang_cell, sliding_note
+from mmcli.kv.sglang.geometry import Cell, hybrid_cell, sglang_cell, sliding_note
+from mmcli.kv.sglang.hybrid import HybridState, state_slots
 from mmcli.kv.sglang.releases import SglangRules, sglang_rules
+from mmcli.kv.state import MambaSpec
 
 _GIB = 2**30
+#: ``--mamba-full-memory-ratio`` default (0.5.4 server_args.py:382).
+MAMBA_FULL_MEMORY_RATIO = 0.9
+#: ``MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO`` (0.5.4 model_runner.py:209): requests are
+#: capped at a third of the state slots while the radix cache is on.
+_SLOTS_PER_REQUEST_WITH_RADIX = 3
 
 
 @dataclass(frozen=True)
@@ -151,17 +158,34 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
     """What SGLang ``options.release`` allocates for ``config`` (its HF ``doc``) per rank."""
     rules = sglang_rules(options.release)
     _check(options)
-    cell = sglang_cell(config, doc, rules, tp=options.tp, kv_dtype=options.kv_dtype)
+    state: HybridState | None = None
+    if any(isinstance(layer.spec, MambaSpec) for layer in config.layers):
+        cell, state = hybrid_cell(config, doc, rules, tp=options.tp, kv_dtype=options.kv_dtype)
+    else:
+        cell = sglang_cell(config, doc, rules, tp=options.tp, kv_dtype=options.kv_dtype)
     rest, budget, source, fraction = _budget(options, rules, doc)
     estimate = budget.estimate
     page = options.page_size
-    raw = max(0, rest // cell.bytes_per_token)
+    slots = 0
+    if state is None:
+        raw = max(0, rest // cell.bytes_per_token)
+    else:
+        slots, left = state_slots(
+            state,
+            rest / _GIB,
+            max_running_requests=options.max_running_requests,
+            ratio=MAMBA_FULL_MEMORY_RATIO,
+        )
+        raw = max(0, int(left * (1 << 30) // cell.bytes_per_token))
     context, context_estimate = _context_len(config, options, doc)
     reqs: int | None = None
     if options.max_running_requests is not None:
         reqs = options.max_running_requests
     elif context is not None:
         reqs = min(max(int(raw / context * 512), 2048), 4096)
+    if state is not None and reqs is not None:
+        per = _SLOTS_PER_REQUEST_WITH_RADIX if state.radix_cache else 1
+        reqs = min(reqs, slots // per)
     tokens = raw if options.max_total_tokens is None else min(raw, options.max_total_tokens)
     tokens = tokens // page * page
     notes: list[str] = []
@@ -180,6 +204,11 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
         "pool_tokens": Figure(tokens, estimate),
         "blocks": Figure(tokens // page, estimate),
     }
+    if state is not None:
+        slot_estimate = estimate if state.radix_cache else None
+        figures["state_bytes_per_request"] = Figure(state.bytes_per_request)
+        figures["state_slots"] = Figure(slots, slot_estimate)
+        notes.extend(_state_notes(state, rules, slots, cell))
     refusal = None
     running = None
     if tokens <= 0:
@@ -187,7 +216,12 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
         refusal += "--mem-fraction-static.'"
     else:
         if reqs is not None:
-            running = min(tokens // 2, reqs)
+            # tp_worker: min(tokens // 2, or --max-running-requests, the request pool's size).
+            user = options.max_running_requests
+            running = min(tokens // 2 if user is None else user, reqs)
+            if running <= 0:
+                refusal = "SGLang stops at start-up: 'max_running_request is zero' (no state "
+                refusal += "slot for a request)"
         if context is not None:
             conc = max_concurrency(tokens, context, page)
             figures["max_concurrency"] = Figure(conc, estimate or context_estimate)
@@ -206,7 +240,53 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
     )
     if tokens > 0:
         result.log_lines = _log_lines(cell, tokens, page, running or 0, context)
+        if state is not None:
+            # The state pool is built (and logged) before the token pool.
+            pool_slots = slots if rules.hybrid_rule == "ratio" else reqs
+            result.log_lines.insert(0, _state_line(state, rules, pool_slots))
     return result
+
+
+def _state_line(state: HybridState, rules: SglangRules, slots: int | None) -> str:
+    """MambaPool's line: 0.5.4 names the slots (its size); 0.5.3 sizes it by the request pool."""
+    if slots is None:
+        return "Mamba Cache is allocated. … (its size needs the context length: --max-model-len)"
+    conv, ssm = state.pool_bytes(slots)
+    sizes = f"conv_state size: {conv / _GIB:.2f}GB, ssm_state size: {ssm / _GIB:.2f}GB"
+    if rules.hybrid_rule == "ratio":
+        return f"Mamba Cache is allocated. max_mamba_cache_size: {slots}, {sizes}"
+    return f"Mamba Cache is allocated. {sizes}"
+
+
+def _state_notes(state: HybridState, rules: SglangRules, slots: int, cell: Cell) -> list[str]:
+    per = state.bytes_per_request
+    taken = slots * per / _GIB
+    if state.radix_cache:
+        how = (
+            f"max_mamba_cache_size = int(budget × {MAMBA_FULL_MEMORY_RATIO}/"
+            f"{1 + MAMBA_FULL_MEMORY_RATIO:g} // {per:,} B) = {slots:,} (mamba_full_memory_ratio "
+            f"{MAMBA_FULL_MEMORY_RATIO}; radix cache on), requests capped at slots // "
+            f"{_SLOTS_PER_REQUEST_WITH_RADIX}"
+        )
+    else:
+        why = (
+            "SGLang 0.5.3 turns the radix cache off for hybrid models"
+            if rules.hybrid_rule == "fixed"
+            else f"SGLang {rules.release} turns the radix cache off for {state.architecture}"
+        )
+        how = (
+            f"max_mamba_cache_size = {slots:,} (--max-running-requests, or 512; {why}), "
+            "requests capped at the slots"
+        )
+    conv = "×".join(map(str, state.conv_shape))
+    ssm = "×".join(map(str, state.ssm_shape))
+    return [
+        f"hybrid state pool: {state.state_layers} state layers × (conv {conv} bf16 + ssm {ssm} "
+        f"fp32) = {per:,} B per request; {how}; {taken:.2f} GiB taken off the budget",
+        f"token pool over the {state.attention_layers} attention layers only "
+        f"({cell.bytes_per_token:,} B per token); max concurrency counts tokens, "
+        "max running requests the state slots too",
+    ]
 
 
 def _reserves(rules: SglangRules, fraction: Fraction | None) -> str:

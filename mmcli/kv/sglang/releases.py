@@ -15,6 +15,10 @@ from mmcli.errors import InputError
 
 #: How a release picks ``mem_fraction_static`` when it is not given.
 FractionRule = Literal["tp-table", "tp-table-b200", "reserve-by-gpu", "reserve-formula"]
+#: How a release sizes the state pool of a hybrid GDN / Mamba model: "none" (no such model),
+#: "fixed" (0.5.3: 512 slots, or --max-running-requests), "ratio" (0.5.4: a share
+#: ``mamba_full_memory_ratio`` of the budget while the radix cache is on; fixed while it is off).
+HybridRule = Literal["none", "fixed", "ratio"]
 
 
 @dataclass(frozen=True)
@@ -30,6 +34,10 @@ class SglangRules:
     swa_disabled_for: tuple[str, ...]
     #: Whether the release has a hybrid sliding-window pool at all.
     has_swa_pool: bool
+    hybrid_rule: HybridRule = "none"
+    #: Hybrid GDN / Mamba models the release serves: (architecture, model_type of the config
+    #: class SGLang registers for it).
+    hybrid_models: tuple[tuple[str, str], ...] = ()
 
 
 _GEMMA_OFF = (
@@ -40,18 +48,33 @@ _GEMMA_OFF = (
     "Gemma3nForConditionalGeneration",
 )
 
+#: 0.5.3: ``is_hybrid_gdn`` (model_runner.py:1301); 0.5.4 adds Nemotron-H (``mamba2_config``,
+#: model_runner.py:1490, configs/nemotron_h.py). No 0.4.x release has any of these models.
+_HYBRID_053 = (("Qwen3NextForCausalLM", "qwen3_next"), ("FalconH1ForCausalLM", "falcon_h1"))
+_HYBRID_054 = (*_HYBRID_053, ("NemotronHForCausalLM", "nemotron_h"))
+
 #: Releases read, oldest first.
 RELEASES: tuple[SglangRules, ...] = (
     SglangRules("0.4.6.post5", "tp-table", None, (), has_swa_pool=False),
     SglangRules("0.4.7", "tp-table-b200", None, (), has_swa_pool=False),
     SglangRules("0.4.9.post2", "reserve-by-gpu", "x0.90", (), has_swa_pool=False),
-    SglangRules("0.5.3", "reserve-formula", "vit-scaled", (*_GEMMA_OFF, "GptOssForCausalLM"), True),
+    SglangRules(
+        "0.5.3",
+        "reserve-formula",
+        "vit-scaled",
+        (*_GEMMA_OFF, "GptOssForCausalLM"),
+        True,
+        "fixed",
+        _HYBRID_053,
+    ),
     SglangRules(
         "0.5.4",
         "reserve-formula",
         "vit-scaled",
         (*_GEMMA_OFF, "Olmo2ForCausalLM", "GptOssForCausalLM"),
         True,
+        "ratio",
+        _HYBRID_054,
     ),
 )
 DEFAULT_RELEASE = RELEASES[-1].release

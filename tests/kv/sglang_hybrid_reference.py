@@ -1,0 +1,183 @@
+"""Recompute tests/kv/test_sglang_hybrid.py's figures with SGLang's own released functions.
+
+Not a test (it needs the wheels): ``pip download sglang==0.5.3 sglang==0.5.4 --no-deps``,
+unzip each, then ``python tests/kv/sglang_hybrid_reference.py SRC_0.5.3 SRC_0.5.4`` with torch
+and numpy installed. It takes from each wheel's source, unchanged, the config classes'
+state-shape properties (``configs/qwen3_next.py``, ``configs/nemotron_h.py``,
+``configs/mamba_utils.py``) and ``ModelRunner.handle_max_mamba_cache`` (0.5.4) / the 0.5.3
+subtraction in ``profile_max_num_token``, runs them on the repo's config.json files with tp
+stubbed, and prints the per-request state, the slots and the token pool for each budget.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+CONFIGS = Path(__file__).parent / "configs"
+os.environ["SGLANG_MAMBA_SSM_DTYPE"] = "float32"
+
+
+def _methods(path: Path, cls: str, names: set[str], env: dict[str, Any]) -> dict[str, Any]:
+    tree = ast.parse(path.read_text())
+    out: dict[str, Any] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == cls:
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and item.name in names:
+                    item.decorator_list = []
+                    code = compile(ast.Module([item], []), str(path), "exec")
+                    exec(code, env)
+                    out[item.name] = env[item.name]
+    return out
+
+
+def _config(src: Path, file: str, cls: str, doc: dict[str, Any], tp: int, extra: dict[str, Any]):
+    divide = lambda a, b: (a // b) if a % b == 0 else (_ for _ in ()).throw(AssertionError)  # noqa: E731
+    env: dict[str, Any] = {
+        "np": np,
+        "torch": torch,
+        "os": os,
+        "divide": divide,
+        "get_attention_tp_size": lambda: tp,
+        "get_tensor_model_parallel_world_size": lambda: tp,
+        "MAMBA": "M",
+        "ATTENTION": "*",
+    }
+    utils = src / "sglang/srt/configs/mamba_utils.py"
+    if utils.exists():
+        fake = types.ModuleType("sglang.srt.distributed.utils")
+        fake.divide = divide  # type: ignore[attr-defined]
+        sys.modules["sglang.srt.distributed.utils"] = fake
+        module = types.ModuleType("mamba_utils")
+        sys.modules["mamba_utils"] = module
+        exec(compile(utils.read_text(), str(utils), "exec"), module.__dict__)
+        env.update(module.__dict__)
+    import enum
+
+    class HybridLayerType(enum.Enum):
+        full_attention = "attention"
+        linear_attention = "linear_attention"
+
+    env["HybridLayerType"] = HybridLayerType
+    names = {
+        "layers_block_type",
+        "linear_layer_ids",
+        "full_attention_layer_ids",
+        "mamba_layer_ids",
+        "mamba2_cache_params",
+        "hybrid_gdn_params",
+        "mamba_cache_per_req",
+    }
+    found = _methods(src / "sglang/srt/configs" / file, cls, names, env)
+    klass = type(cls, (), {k: property(v) for k, v in found.items()})
+    obj = klass()
+    for key, value in {**extra, **doc}.items():
+        object.__setattr__(obj, key, value) if not isinstance(
+            getattr(klass, key, None), property
+        ) else None
+    return obj
+
+
+def _per_req(cfg: Any) -> int:
+    params = (
+        getattr(cfg, "mamba2_cache_params", None)
+        if hasattr(type(cfg), "mamba2_cache_params")
+        else None
+    )
+    return int(params.mamba_cache_per_req if params is not None else cfg.mamba_cache_per_req)
+
+
+def run(
+    src: Path,
+    release: str,
+    file: str,
+    cls: str,
+    doc: dict[str, Any],
+    extra: dict[str, Any],
+    tp: int,
+    cell: int,
+    budgets: list[int],
+    radix: bool,
+) -> None:
+    cfg = _config(src, file, cls, doc, tp, extra)
+    per = _per_req(cfg)
+    print(f"{release} {doc['architectures'][0]} tp {tp}: mamba_cache_per_req {per}")
+    for rest_bytes in budgets:
+        rest = rest_bytes / (1 << 30)
+        if release == "0.5.4":
+            env: dict[str, Any] = {}
+            handle = _methods(
+                src / "sglang/srt/model_executor/model_runner.py",
+                "ModelRunner",
+                {"handle_max_mamba_cache"},
+                env,
+            )["handle_max_mamba_cache"]
+            args = types.SimpleNamespace(
+                speculative_num_draft_tokens=None,
+                disable_radix_cache=not radix,
+                max_mamba_cache_size=None,
+                max_running_requests=None,
+                mamba_full_memory_ratio=0.9,
+                dp_size=1,
+                enable_dp_attention=False,
+            )
+            runner = types.SimpleNamespace(
+                mambaish_config=cfg, server_args=args, hybrid_gdn_config=cfg if radix else None
+            )
+            left = handle(runner, rest)
+            slots = args.max_mamba_cache_size
+        else:
+            slots = 512
+            left = rest - slots * cfg.mamba_cache_per_req / (1 << 30)
+        tokens = int(left * (1 << 30) // cell)
+        print(f"  rest {rest_bytes} B: max_mamba_cache_size {slots}, max_total_num_tokens {tokens}")
+
+
+def main() -> None:
+    src053, src054 = Path(sys.argv[1]), Path(sys.argv[2])
+    qwen = json.loads((CONFIGS / "Qwen--Qwen3-Next-80B-A3B-Thinking.json").read_text())
+    nemo = json.loads((CONFIGS / "nvidia--Nemotron-H-8B-Base-8K.json").read_text())
+    gib = 1 << 30
+    for tp in (1, 4):
+        cell = 2 // min(tp, 2) * 256 * 12 * 2 * 2
+        for src, rel in ((src053, "0.5.3"), (src054, "0.5.4")):
+            run(
+                src,
+                rel,
+                "qwen3_next.py",
+                "Qwen3NextConfig",
+                qwen,
+                {},
+                tp,
+                cell,
+                [40 * gib, 60 * gib, 17_682_419_712],
+                radix=rel == "0.5.4",
+            )
+    nemo_extra = {"conv_kernel": 4}
+    for tp in (1, 2):
+        cell = 8 // tp * 128 * 4 * 2 * 2
+        run(
+            src054,
+            "0.5.4",
+            "nemotron_h.py",
+            "NemotronHConfig",
+            nemo,
+            nemo_extra,
+            tp,
+            cell,
+            [60 * gib, 70 * gib],
+            radix=False,
+        )
+
+
+if __name__ == "__main__":
+    main()
