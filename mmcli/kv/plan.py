@@ -52,6 +52,16 @@ def _state_pages(
     if not any(isinstance(spec, MambaSpec) for spec in specs):
         return 1
     caching = options.enable_prefix_caching
+    if not any(isinstance(spec, KVCacheSpec) for spec in specs):
+        # An attention-free model (Mamba, Mamba2): the engine turns prefix caching off by
+        # default ("still experimental", ModelConfig.is_prefix_caching_supported, 0.26-0.32).
+        if caching:
+            raise InputError(
+                f"{config.name} is attention-free (every layer a state): prefix caching on "
+                "such a model is experimental in the engine and not modelled by mmcli",
+                hint="plan without --enable-prefix-caching (the engine's default for it)",
+            )
+        return 1
     if caching is None:
         caching = rules.hybrid_prefix_caching_default
     if not caching:
@@ -93,6 +103,11 @@ def _layout(layers: list[Layer], run: _Run) -> Layout:
         lambda _, s: replace(s, pages_per_request=run.pages(s)) if isinstance(s, MambaSpec) else s
     )
     block = run.options.block_size or DEFAULT_BLOCK_SIZE
+    if run.state_pages == 1 and run.max_model_len:
+        if all(isinstance(s, MambaSpec) for s in specs.table):
+            # An attention-free model without prefix caching: one block is a whole request's
+            # state (vLLM's ``mamba_block_size`` = max_model_len, MambaModelConfig; 0.32).
+            block = run.max_model_len
     specs, _ = align_hybrid_block_size(specs, block, run.rules)
     chunked = any(s.attention == "chunked" for s in specs.table)
     if run.options.disable_hybrid_kv_cache_manager or (

@@ -88,6 +88,10 @@ class EngineRules:
     #: else ``VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE``'s default, "off" (0.10.1,
     #: the manager is turned off and chunked layers are full attention) or "on" (0.14).
     chunked_local_hybrid: str
+    #: Cohere2 (``Cohere2ForCausalLM``, ``Cohere2MoeForCausalLM``) builds its sliding layers
+    #: with a window of ``sliding_window + 1`` (it attends to [pos - window, pos]), which the
+    #: KV cache's eviction uses too (``commandr.py``, ``cohere2_moe.py``, from 0.29).
+    cohere2_window_plus_one: bool
     #: ``--max-model-len`` takes the ``t`` / ``T`` suffixes (``human_readable_int``, 0.13).
     max_len_tera: bool
     #: ``--max-model-len auto`` / ``-1``: the largest length that fits (0.14).
@@ -125,6 +129,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "mla_hybrid_alignment": 64,
             "mamba2_prefill_checkpoint": False,
             "chunked_local_hybrid": "always",
+            "cohere2_window_plus_one": False,
             "max_len_tera": False,
             "max_len_auto": False,
         },
@@ -159,6 +164,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "mamba_all_mode": False,
             "pad_unequal_pages": True,
             "hunyuan_cla_starts": True,
+            "cohere2_window_plus_one": True,
         },
     ),
     ("0.30", {"yarn_scales_max_len": False}),

@@ -2,7 +2,8 @@
 
 The options applied: KV heads split (or replicated) across ranks, the KV dtype (attention
 layers only: a recurrent state keeps its own dtype), the block size, the SSM-state dtype the
-engine picks for the release, and the attention layers a speculative-decoding drafter adds.
+engine picks for the release, the window Cohere2's model code widens by one, and the attention
+layers a speculative-decoding drafter adds.
 """
 
 from __future__ import annotations
@@ -14,8 +15,13 @@ from mmcli.findings import Finding
 from mmcli.kv.model import DEFAULT_BLOCK_SIZE, ModelConfig
 from mmcli.kv.options import DS_MLA, PlanOptions
 from mmcli.kv.releases import EngineRules, applies
-from mmcli.kv.spec import KVCacheSpec, Layer, MLAAttentionSpec
+from mmcli.kv.spec import KVCacheSpec, Layer, MLAAttentionSpec, SlidingWindowSpec
 from mmcli.kv.state import MambaSpec
+
+#: The text model types whose vLLM model widens the window by one
+#: (:attr:`~mmcli.kv.releases.EngineRules.cohere2_window_plus_one`); Cohere2-Vision's language
+#: model is a ``cohere2`` one.
+COHERE2_TYPES = ("cohere2", "cohere2_moe")
 
 
 def _heads_per_rank(heads: int, tp: int, where: str) -> int:
@@ -109,6 +115,12 @@ def _on_rank(
     )
     if dtype == DS_MLA and isinstance(new, MLAAttentionSpec):
         new = replace(new, ds_mla=True)
+    if (
+        isinstance(new, SlidingWindowSpec)
+        and options.rules.cohere2_window_plus_one
+        and config.model_type in COHERE2_TYPES
+    ):
+        new = replace(new, sliding_window=new.sliding_window + 1)
     return new
 
 

@@ -7,6 +7,7 @@ Layouts (which layer holds what) are in :mod:`mmcli.kv.hf.layouts`, recurrent st
 
 from __future__ import annotations
 
+from functools import cached_property
 from itertools import repeat
 from typing import Any
 
@@ -15,7 +16,13 @@ from mmcli.errors import InputError
 from mmcli.findings import Finding
 from mmcli.kv.hf.context import assumed_length, context_length
 from mmcli.kv.hf.keys import refuse_unmodelled
-from mmcli.kv.hf.layouts import HYBRID, PARALLEL_HYBRID, layer_kinds, sliding_window
+from mmcli.kv.hf.layouts import (
+    ATTENTION_FREE,
+    HYBRID,
+    PARALLEL_HYBRID,
+    layer_kinds,
+    sliding_window,
+)
 from mmcli.kv.hf.quant import checkpoint_kv
 from mmcli.kv.hf.sharing import hf_layer_name, hf_sharing
 from mmcli.kv.hf.states import ssm_dtype_rules, state_spec
@@ -149,14 +156,17 @@ class _Specs:
         self, doc: dict[str, Any], text: dict[str, Any], model_type: str, where: str
     ) -> None:
         self.text, self.model_type, self.where = text, model_type, where
-        self.heads, self.kv_heads, self.head_dim = _geometry(text, model_type, where)
+        if model_type in ATTENTION_FREE:  # no attention layer: no attention geometry
+            self.heads, self.kv_heads, self.head_dim = None, 0, 0
+        else:
+            self.heads, self.kv_heads, self.head_dim = _geometry(text, model_type, where)
         self.dtype, self.findings = _hf_dtype(doc, text, where)
         self.ssm_dtype, self.ssm_rules = ssm_dtype_rules(text, model_type, self.dtype, where)
         self.used_state = False
         self._cache: dict[str, KVCacheSpec | MambaSpec] = {}
-        self.full = self._full()
 
-    def _full(self) -> KVCacheSpec:
+    @cached_property
+    def full(self) -> KVCacheSpec:
         text, where = self.text, self.where
         rank = optional_int(text, "kv_lora_rank", where)
         if rank is not None:

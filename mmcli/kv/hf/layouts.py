@@ -96,10 +96,17 @@ def _checked_layer_types(text: dict[str, Any], n: int, where: str) -> list[str]:
     return types
 
 
+#: Attention-free models (transformers' MambaConfig, FalconMambaConfig, Mamba2Config) and the
+#: state every layer keeps; vLLM serves them with ``MambaForCausalLM`` / ``Mamba2ForCausalLM``.
+ATTENTION_FREE = {"mamba": "mamba1", "falcon_mamba": "mamba1", "mamba2": "mamba2"}
+
+
 def layer_kinds(
     text: dict[str, Any], model_type: str, n: int, where: str
 ) -> tuple[list[str], list[Finding]]:
     """Each layer's kind (a ``layer_types``-style name) and notes on the rule applied."""
+    if model_type in ATTENTION_FREE:  # every layer a Mamba mixer, no attention at all
+        return [ATTENTION_FREE[model_type]] * n, []
     if text.get("layer_types") is not None:
         return _checked_layer_types(text, n, where), []
     if text.get("hybrid_override_pattern") is not None:

@@ -7,6 +7,9 @@ passes to its state-shape calculator:
   ``linear_num_value_heads``, ``linear_value_head_dim``, ``linear_conv_kernel_dim``
   (transformers' defaults 16, 128, 32, 128, 4 for the Qwen model types).
 * MiniMax lightning attention: ``num_attention_heads`` × ``head_dim``.
+* Mamba1 and Mamba2 of the attention-free models (``mamba``, ``falcon_mamba``, ``mamba2``):
+  ``state_size``, ``conv_kernel``, Mamba2's ``num_heads``, ``head_dim``, ``n_groups``;
+  intermediate ``expand × hidden_size`` (transformers' defaults where a key is missing).
 * Mamba1 (Jamba): intermediate ``mamba_expand × hidden_size``, ``mamba_d_state``,
   ``mamba_d_conv``.
 * Mamba2, Nemotron-H: ``mamba_num_heads``, ``mamba_head_dim`` (intermediate = their product),
@@ -77,6 +80,64 @@ def _expand_times_hidden(text: dict[str, Any], what: str, where: str) -> int:
     return int(inner)
 
 
+#: transformers' defaults for the keys the attention-free models' states are read from
+#: (MambaConfig, FalconMambaConfig, Mamba2Config; transformers 5.19).
+_MAMBA_DEFAULTS: dict[str, dict[str, int]] = {
+    "mamba": {"hidden_size": 768, "expand": 2, "state_size": 16, "conv_kernel": 4},
+    "falcon_mamba": {"hidden_size": 768, "expand": 2, "state_size": 16, "conv_kernel": 4},
+    "mamba2": {
+        "hidden_size": 4096,
+        "expand": 2,
+        "state_size": 128,
+        "conv_kernel": 4,
+        "num_heads": 128,
+        "head_dim": 64,
+        "n_groups": 8,
+    },
+}
+
+
+def _attention_free(
+    text: dict[str, Any], model_type: str, dtype: str, ssm_dtype: str, where: str
+) -> MambaSpec:
+    """The state of an attention-free model's layer. The intermediate size is ``expand ×
+    hidden_size`` as transformers sets it (its config classes overwrite an
+    ``intermediate_size`` key with it, and vLLM's Mamba2 model computes it so)."""
+    what = "Mamba1" if model_type != "mamba2" else "Mamba2"
+    dims = {
+        key: _need(text, key, what, where, default)
+        for key, default in _MAMBA_DEFAULTS[model_type].items()
+    }
+    inner = dims["expand"] * dims["hidden_size"]
+    if model_type != "mamba2":
+        return MambaSpec(
+            "mamba1",
+            dtype,
+            ssm_dtype,
+            intermediate=inner,
+            state_size=dims["state_size"],
+            conv_kernel=dims["conv_kernel"],
+        )
+    if inner != dims["num_heads"] * dims["head_dim"]:
+        raise InputError(
+            f"{where}: hidden_size × expand is {inner} but num_heads × head_dim is "
+            f"{dims['num_heads'] * dims['head_dim']}: transformers' Mamba2Config refuses "
+            "such a config, so the engine cannot load it",
+            hint="make hidden_size × expand equal num_heads × head_dim",
+        )
+    return MambaSpec(
+        "mamba2",
+        dtype,
+        ssm_dtype,
+        intermediate=inner,
+        state_size=dims["state_size"],
+        conv_kernel=dims["conv_kernel"],
+        num_heads=dims["num_heads"],
+        head_dim=dims["head_dim"],
+        n_groups=dims["n_groups"],
+    )
+
+
 def ssm_dtype_rules(
     text: dict[str, Any], model_type: str, model_dtype: str, where: str
 ) -> tuple[str, tuple[tuple[str, str], ...]]:
@@ -121,6 +182,8 @@ def state_spec(
             value_dim=dims["linear_value_head_dim"],
             conv_kernel=dims["linear_conv_kernel_dim"],
         )
+    if model_type in _MAMBA_DEFAULTS:
+        return _attention_free(text, model_type, dtype, ssm_dtype, where)
     if model_type.startswith("jamba") or kind == "mamba1":
         what = "Mamba1"
         return MambaSpec(
