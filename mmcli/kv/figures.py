@@ -55,6 +55,9 @@ class EngineFigures:
     refusal: str | None = None
     #: What it keeps back, in a few words (the table's "kept back" row).
     kept_back: str = ""
+    #: Why mmcli does not plan this model for this engine (``--engine all`` shows the column
+    #: empty with this reason; a plan of that engine alone is refused with it). None: planned.
+    not_planned: str | None = None
 
     @property
     def label(self) -> str:
@@ -98,6 +101,7 @@ class EngineFigures:
             "log_lines": list(self.log_lines),
             "notes": list(self.notes),
             "refusal": self.refusal,
+            "not_planned": self.not_planned,
         }
 
 

@@ -115,14 +115,32 @@ def test_bad_engine_options_are_exit_2(args: list[str], message: str | None) -> 
 
 
 def test_unmirrored_model_is_refused_naming_it() -> None:
-    # SGLang plans Qwen3-Next's state pool; TensorRT-LLM's hybrid pools are not mirrored, and
-    # --engine all stops at that refusal.
+    # SGLang plans Qwen3-Next's state pool; TensorRT-LLM's hybrid pools are not mirrored: that
+    # engine alone is refused, and side by side its column is empty and says why.
     config = str(CONFIGS / "Qwen--Qwen3-Next-80B-A3B-Thinking.json")
-    result = run("plan", config, "--engine", "all", "--memory", "10GiB", code=2)
+    result = run("plan", config, "--engine", "trtllm", "--memory", "10GiB", code=2)
     assert "TensorRT-LLM: hybrid Mamba / GDN" in result.stderr
     jamba = str(CONFIGS / "ai21labs--AI21-Jamba-1.5-Mini.json")
     result = run("plan", jamba, "--engine", "sglang", "--memory", "10GiB", code=2)
     assert "SGLang: JambaForCausalLM (a hybrid Mamba / GDN" in result.stderr
+
+
+def test_all_engines_show_an_unplanned_engine_as_an_empty_column() -> None:
+    config = str(CONFIGS / "Qwen--Qwen3-Next-80B-A3B-Thinking.json")
+    args = ("plan", config, "--engine", "all", "--memory", "10GiB")
+    doc = json.loads(run(*args, "--format", "json").stdout)
+    engines = {e["engine"]: e for e in doc["engines"]}
+    assert engines["vllm"]["figures"] and engines["sglang"]["figures"]
+    assert engines["vllm"]["not_planned"] is None and engines["sglang"]["not_planned"] is None
+    trt = engines["trtllm"]
+    assert trt["figures"] == {} and trt["release"]
+    assert "TensorRT-LLM: hybrid Mamba / GDN" in trt["not_planned"]
+    assert doc["exit_code"] == 0
+    table = run(*args).stdout
+    assert "not planned" in table
+    assert f"TensorRT-LLM {trt['release']}: not planned: TensorRT-LLM: hybrid" in " ".join(
+        table.split()
+    )
 
 
 def test_explain_trtllm_log(tmp_path: Path) -> None:

@@ -273,6 +273,8 @@ def render_engines(model: str, results: list[EngineFigures], output_format: Outp
 def _flags(result: EngineFigures) -> list[str]:
     """Why a column is an estimate, and why its engine would not start."""
     lines = [f"ESTIMATE: {r.removeprefix('estimate: ')}" for r in result.estimates]
+    if result.not_planned:
+        lines.append(f"not planned: {result.not_planned}")
     if result.refusal:
         lines.append(f"error engine-refuses: {result.refusal}")
     return lines
@@ -313,8 +315,8 @@ def run_engines(
                 reason += "takes a fixed reserve for it"
             results.append(vllm_figures(vllm, estimate=reason))
             continue
-        results.append(
-            other_engine(
+        try:
+            result = other_engine(
                 name,
                 config_path,
                 args,
@@ -324,8 +326,38 @@ def run_engines(
                 kv_dtype=options.kv_dtype,
                 max_model_len=options.max_model_len,
             )
-        )
+        except InputError as refusal:
+            if len(args.wants) == 1:
+                raise  # that engine alone: its refusal is the command's
+            # Side by side, one engine that mmcli cannot plan this model for keeps the others:
+            # its column is empty and says why (never a figure mmcli cannot stand behind).
+            result = _not_planned(name, args, refusal)
+        results.append(result)
     return render_engines(config_path.name, results, output_format)
+
+
+def _not_planned(name: str, args: EngineArgs, refusal: InputError) -> EngineFigures:
+    """The column of an engine mmcli refuses to plan the model for, with the reason."""
+    if name == "sglang":
+        from mmcli.kv.sglang.releases import DEFAULT_RELEASE as SGLANG_DEFAULT
+
+        release = args.sglang_version or SGLANG_DEFAULT
+    else:
+        from mmcli.kv.trtllm.releases import DEFAULT_RELEASE as TRTLLM_DEFAULT
+
+        release = args.trtllm_version or TRTLLM_DEFAULT
+    from mmcli.kv.figures import EngineFigures
+
+    reason = refusal.message + (f" ({refusal.hint})" if refusal.hint else "")
+    return EngineFigures(
+        engine=name,
+        release=release,
+        figures={},
+        budget_source="–",
+        reserves="–",
+        kept_back="not planned",
+        not_planned=reason,
+    )
 
 
 def refuse_vllm_only(args: EngineArgs, given: dict[str, object]) -> None:
