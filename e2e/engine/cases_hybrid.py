@@ -110,6 +110,9 @@ GDN_KEYS = {
     "linear_value_head_dim": 32,
     "linear_conv_kernel_dim": 4,
 }
+#: vLLM's n-gram speculator: no draft model, 3 proposed tokens per step.
+NGRAM_3 = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3}
+
 QWEN3_NEXT = text(
     "Qwen3NextForCausalLM",
     "qwen3_next",
@@ -249,6 +252,39 @@ def hybrid_cases() -> list[dict[str, Any]]:
         case("mamba2", "Mamba2 only, attention-free", MAMBA2, **no_cache),
         case("lfm2", "LFM2: short-conv layers + attention", LFM2, **no_cache),
         case("minimax-text-01", "MiniMax-Text-01: lightning attention", MINIMAX),
+        # Speculative decoding: ngram needs no drafter model, so only the states' growth with
+        # num_speculative_tokens shows; MTP adds the drafter's attention layer too.
+        case(
+            "qwen3-next-ngram-3",
+            "3 speculative tokens: wider GDN conv, 3 more state blocks per request",
+            QWEN3_NEXT,
+            speculative_config=NGRAM_3,
+        ),
+        case(
+            "granite-4.0-h-ngram-3",
+            "3 speculative tokens on Mamba-2 states (prefix caching on)",
+            GRANITE_H,
+            speculative_config=NGRAM_3,
+        ),
+        case(
+            "nemotron-h-ngram-2-no-prefix-caching",
+            "2 speculative tokens, prefix caching off",
+            NEMOTRON_H,
+            speculative_config={**NGRAM_3, "num_speculative_tokens": 2},
+            **no_cache,
+        ),
+        case(
+            "jamba-ngram-3",
+            "3 speculative tokens on Mamba-1 states (conv not widened)",
+            JAMBA,
+            speculative_config=NGRAM_3,
+        ),
+        case(
+            "qwen3-next-mtp-2",
+            "MTP drafter (1 layer) with 2 speculative tokens",
+            {**QWEN3_NEXT, "num_nextn_predict_layers": 1},
+            speculative_config={"method": "mtp", "num_speculative_tokens": 2},
+        ),
         case("gemma3n", "Gemma 3n: the last 2 layers share the cache", GEMMA3N),
         case("gemma4", "Gemma 4: global_head_dim, the last 2 layers share", GEMMA4),
     ]

@@ -93,6 +93,9 @@ class ModelConfig:
     #: vLLM builds only for ``--speculative-config`` method ``deepseek_mtp``/``mtp``); each
     #: has the target's spec. Not part of ``layers``.
     mtp_layers: list[Layer] = field(default_factory=list)
+    #: The MTP layer count vLLM's speculative config reads from the config (its default for
+    #: ``num_speculative_tokens``); None: the config names none, so that must be given.
+    mtp_n_predict: int | None = None
     #: How the engine picks the SSM / recurrent state dtype for this model type when
     #: ``--mamba-ssm-cache-dtype`` is ``auto``: ``(first release, dtype)`` pairs, oldest
     #: first. A release older than the first pair uses the state's conv dtype (the model

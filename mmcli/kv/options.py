@@ -130,6 +130,9 @@ class PlanOptions:
     num_draft_layers: int = 0
     #: Plan the config's multi-token-prediction layers (vLLM builds them for MTP decoding).
     mtp: bool = False
+    #: ``num_speculative_tokens`` of vLLM's ``--speculative-config`` (None: the MTP layer
+    #: count with ``mtp``, else none). A recurrent state grows with it (see the planner).
+    num_speculative_tokens: int | None = None
     #: Use this many blocks whatever the memory (vLLM's ``--num-gpu-blocks-override``).
     num_gpu_blocks_override: int | None = None
     #: Requests the scheduler may run at once (checked against a hybrid model's state pool).

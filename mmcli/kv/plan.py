@@ -92,7 +92,9 @@ class _Run:
         """States one request of ``spec`` holds: in "align" mode a Mamba-2 state (vLLM's
         ``MambaMixer2``) also keeps its prefill checkpoint block from 0.32."""
         checkpoint = self.state_pages == 2 and spec.kind == "mamba2"
-        return self.state_pages + int(checkpoint and self.rules.mamba2_prefill_checkpoint)
+        pages = self.state_pages + int(checkpoint and self.rules.mamba2_prefill_checkpoint)
+        # Speculative decoding: ``num_speculative_blocks`` more states per request (0.32).
+        return pages + (self.options.num_speculative_tokens or 0)
 
 
 def _layout(layers: list[Layer], run: _Run) -> Layout:
@@ -191,6 +193,57 @@ def _side(layers: list[Layer], run: _Run) -> tuple[SidePlan, Layout]:
     )
 
 
+def _speculative_tokens(
+    config: ModelConfig, options: PlanOptions
+) -> tuple[PlanOptions, Finding | None]:
+    """The options with ``num_speculative_tokens`` resolved (vLLM's default for MTP: the MTP
+    layer count), and a note on what it does to a model's recurrent states."""
+    tokens = options.num_speculative_tokens
+    predict = config.mtp_n_predict
+    if options.mtp and tokens is None:
+        if predict is None:
+            raise InputError(
+                f"--mtp: {config.name}'s config names no MTP layer count, so vLLM needs "
+                "num_speculative_tokens ('num_speculative_tokens was not provided')",
+                hint="pass --num-speculative-tokens",
+            )
+        tokens = predict
+    if options.mtp and tokens and predict and tokens > predict and tokens % predict:
+        raise InputError(
+            f"--num-speculative-tokens {tokens} is not a multiple of the {predict} MTP layers: "
+            "vLLM refuses it (the MTP modules are reused in turn)",
+            hint=f"use at most {predict}, or a multiple of it",
+        )
+    tokens = tokens or 0
+    options = replace(options, num_speculative_tokens=tokens)
+    if not any(isinstance(layer.spec, MambaSpec) for layer in config.layers):
+        return options, None  # attention caches do not grow with speculative tokens
+    if not tokens:
+        if options.num_draft_layers:
+            raise InputError(
+                f"{config.name} keeps recurrent states, which grow with the drafter's "
+                "speculative tokens, and --num-draft-layers gives no count of them",
+                hint="pass --num-speculative-tokens (vLLM's num_speculative_tokens)",
+            )
+        return options, None
+    if not options.rules.speculative_states:
+        raise InputError(
+            f"speculative decoding ({tokens} speculative tokens) on a model with recurrent "
+            f"states under {describe(options.rules)}: how its states grow is mirrored from "
+            "vLLM 0.32 only",
+            hint="plan with --vllm-version 0.32 or newer, or without speculative tokens",
+        )
+    note = Finding(
+        "speculative-states",
+        "info",
+        f"{tokens} speculative tokens: each state group keeps {tokens} more state blocks per "
+        "request (num_speculative_blocks), and a GDN / Mamba-2 conv state of "
+        f"{config.model_type or 'this model'} is {tokens} columns wider where its vLLM model "
+        "passes num_spec",
+    )
+    return options, note
+
+
 def _reserve_tokens(options: PlanOptions) -> int:
     """Tokens a window may be written past in one step: one batch, or every in-flight batch."""
     batches = 2 if options.rules.in_flight_reserve and options.async_scheduling else 1
@@ -203,6 +256,7 @@ def plan_kv_cache(
     """Validate the config's sharing map and plan its KV cache as the engine would."""
     rules = options.rules
     refuse_unstartable(config, rules)
+    options, spec_note = _speculative_tokens(config, options)
     batch, batch_note = batched_tokens(config, options)
     options = replace(options, max_num_batched_tokens=batch)
     layers = rank_layers(config, options)
@@ -219,6 +273,7 @@ def plan_kv_cache(
         )
     findings = list(extra_findings or []) + validate_sharing_map(layers, strict=options.strict)
     findings += config.findings + config.map_findings + ([batch_note] if batch_note else [])
+    findings += [spec_note] if spec_note else []
     map_errors = any(f.severity == "error" for f in findings)
     if max_len is None:
         findings.append(

@@ -84,6 +84,11 @@ class EngineRules:
     #: Under prefix caching ("align" mode) a Mamba-2 state (``MambaMixer2``) keeps one more
     #: block per request, its prefill checkpoint (``num_prefill_checkpoint_blocks``, 0.32).
     mamba2_prefill_checkpoint: bool
+    #: How speculative decoding grows a recurrent state is mirrored (0.32: each state group
+    #: keeps ``num_speculative_tokens`` more blocks per request, ``MambaSpec``'s
+    #: ``num_speculative_blocks``, and the GDN / Mamba-2 conv state of the models that pass
+    #: ``num_spec`` is that many columns wider); before, it is refused.
+    speculative_states: bool
     #: Chunked local attention beside the hybrid KV cache manager: "always" (0.10.0, no switch),
     #: else ``VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE``'s default, "off" (0.10.1,
     #: the manager is turned off and chunked layers are full attention) or "on" (0.14).
@@ -128,6 +133,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "hybrid_align_to_block_size": False,
             "mla_hybrid_alignment": 64,
             "mamba2_prefill_checkpoint": False,
+            "speculative_states": False,
             "chunked_local_hybrid": "always",
             "cohere2_window_plus_one": False,
             "max_len_tera": False,
@@ -168,7 +174,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
         },
     ),
     ("0.30", {"yarn_scales_max_len": False}),
-    ("0.32", {"mamba2_prefill_checkpoint": True}),
+    ("0.32", {"mamba2_prefill_checkpoint": True, "speculative_states": True}),
     (NEWEST, {}),
 )
 

@@ -14,6 +14,9 @@ State shapes per tensor-parallel rank (``tp``), as vLLM's ``MambaStateShapeCalcu
   conv_kernel − 1), recurrent (value_heads/tp, value_dim, key_dim).
 * Lightning linear attention (MiniMax): one state (heads/tp, head_dim, head_dim).
 
+With speculative decoding, the GDN and Mamba2 conv states of the models that pass it are
+``num_spec`` (= ``num_speculative_tokens``) columns wider: conv_kernel − 1 + num_spec.
+
 The conv state is kept in the model dtype; the SSM state in ``mamba_ssm_cache_dtype`` when set.
 """
 
@@ -56,6 +59,8 @@ class MambaSpec:
     block_size: int = 0
     #: The page after padding to the attention page (set by the planner; None: unpadded).
     page_size_padded: int | None = None
+    #: Conv columns added for speculative decoding (``num_spec`` of vLLM's shape calculator).
+    num_spec: int = 0
     #: States one request holds: 1 without prefix caching, 2 in the engine's "align" mode,
     #: and a Mamba-2 state's prefill checkpoint block on top from 0.32 (set by the planner).
     pages_per_request: int = 1
@@ -105,11 +110,11 @@ class MambaSpec:
             if groups % self.tp:
                 groups += self.tp - groups % self.tp  # the engine replicates groups up to tp
             conv_dim = self.intermediate + 2 * groups * self.state_size
-            conv = (self._split(conv_dim, "conv dimension"), self.conv_kernel - 1)
+            conv = (self._split(conv_dim, "conv dimension"), self.conv_kernel - 1 + self.num_spec)
             return conv, (self._split(self.num_heads, "heads"), self.head_dim, self.state_size)
         if self.kind == "gdn":
             conv_dim = 2 * self.key_heads * self.key_dim + self.value_heads * self.value_dim
-            conv = (self._split(conv_dim, "conv dimension"), self.conv_kernel - 1)
+            conv = (self._split(conv_dim, "conv dimension"), self.conv_kernel - 1 + self.num_spec)
             heads = self._split(self.value_heads, "value heads")
             return conv, (heads, self.value_dim, self.key_dim)
         heads = self._split(self.num_heads, "heads")

@@ -214,6 +214,16 @@ def plan(
             "speculative decoding with method mtp / deepseek_mtp).",
         ),
     ] = False,
+    num_speculative_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--num-speculative-tokens",
+            min=1,
+            help="num_speculative_tokens of vLLM's --speculative-config (default with --mtp: "
+            "the MTP layer count): a Mamba / GDN state keeps that many more blocks per "
+            "request and, for most hybrids, a wider conv state (vLLM 0.32+).",
+        ),
+    ] = None,
     max_num_seqs: Annotated[
         int | None,
         typer.Option(
@@ -286,6 +296,7 @@ def plan(
     given = {"--map": map_path, "--sweep": sweep, "--emit-map": emit_map}
     eng.refuse_vllm_only(engines, {**given, "--max-model-len auto": length == "auto"})
     vllm_args = {"--block-size": block_size, "--vllm-version": vllm_version, "--mtp": mtp}
+    vllm_args |= {"--num-speculative-tokens": num_speculative_tokens}
     vllm_args |= {"--enable-prefix-caching": enable_prefix_caching, "--max-num-seqs": max_num_seqs}
     vllm_args |= {"--num-gpu-blocks-override": num_gpu_blocks_override, "--strict": strict}
     vllm_args |= {"--disable-hybrid-kv-cache-manager": disable_hybrid}
@@ -328,6 +339,7 @@ def plan(
         num_draft_layers=num_draft_layers,
         num_gpu_blocks_override=num_gpu_blocks_override,
         mtp=mtp,
+        num_speculative_tokens=num_speculative_tokens,
         max_num_seqs=max_num_seqs,
         allow_long_max_model_len=allow_long_max_model_len,
         max_num_batched_tokens_default=batched_default,

@@ -23,6 +23,20 @@ from mmcli.kv.state import MambaSpec
 #: model is a ``cohere2`` one.
 COHERE2_TYPES = ("cohere2", "cohere2_moe")
 
+#: Model types whose vLLM model widens its GDN / Mamba-2 conv state by the speculative tokens
+#: (``num_spec=vllm_config.num_speculative_tokens`` in qwen3_next.py, qwen3_5.py,
+#: nemotron_h.py, mamba2.py, falcon_h1.py, granitemoehybrid.py, zamba2.py of vLLM 0.32;
+#: Bamba's, Jamba's and Mamba's do not).
+SPEC_CONV_TYPES = (
+    "qwen3_next",
+    "qwen3_5",
+    "nemotron_h",
+    "mamba2",
+    "falcon_h1",
+    "granitemoehybrid",
+    "zamba2",
+)
+
 
 def _heads_per_rank(heads: int, tp: int, where: str) -> int:
     """KV heads one tensor-parallel rank holds: split, or replicated when tp > heads."""
@@ -94,11 +108,13 @@ def _on_rank(
         ssm = options.mamba_ssm_cache_dtype
         if ssm == "auto":
             ssm = _release_ssm_dtype(config, spec, options.rules)
+        widens = spec.kind in ("gdn", "mamba2") and config.model_type.startswith(SPEC_CONV_TYPES)
         state = replace(
             spec,
             tp=tp,
             block_size=block or DEFAULT_BLOCK_SIZE,
             ssm_dtype=spec.ssm_dtype if ssm == "auto" else ssm,
+            num_spec=(options.num_speculative_tokens or 0) if widens else 0,
         )
         state.shapes()  # refuses a state that cannot be split across tp
         return state

@@ -284,11 +284,31 @@ def _one_per_index(kinds: list[str], specs: _Specs) -> tuple[list[Layer], list[i
     return layers, [i if attention[kind] else None for i, kind in enumerate(kinds)]
 
 
-def _mtp_layers(text: dict[str, Any], n: int, specs: _Specs, where: str) -> list[Layer]:
-    count = optional_int(text, "num_nextn_predict_layers", where, minimum=0) or 0
-    return [
+def _mtp_layers(
+    text: dict[str, Any], n: int, specs: _Specs, where: str
+) -> tuple[list[Layer], int | None]:
+    """The multi-token-prediction layers vLLM's MTP drafter builds, each a full-attention
+    layer of the model's geometry, and the count its speculative config reads (None: unset).
+
+    Qwen3.5/3.6 read ``mtp_num_hidden_layers``, others ``num_nextn_predict_layers``; the
+    Qwen3-Next and Qwen3.5 MTP models build one layer when the key is missing
+    (``qwen3_next_mtp.py``, ``qwen3_5_mtp.py``, ``SpeculativeConfig``; vLLM 0.32)."""
+    qwen = specs.model_type.startswith(("qwen3_next", "qwen3_5"))
+    key = "num_nextn_predict_layers"
+    if specs.model_type.startswith("qwen3_5"):
+        key = "mtp_num_hidden_layers"
+    named = optional_int(text, key, where, minimum=0)
+    count = named if named is not None else (1 if qwen else 0)
+    if count > n:
+        raise InputError(
+            f"{where}: {key} is {count}, more than the model's {n} layers: a drafter of that "
+            "many layers is not a model mmcli plans",
+            hint=f"check {key} (published models have 1 to 3)",
+        )
+    layers = [
         Layer(f"model.layers.{n + k}.self_attn.attn", specs.full, None, "mtp") for k in range(count)
     ]
+    return layers, named
 
 
 def parse_hf_config(doc: dict[str, Any], *, default_name: str, where: str) -> ModelConfig:
@@ -320,6 +340,7 @@ def parse_hf_config(doc: dict[str, Any], *, default_name: str, where: str) -> Mo
             hint="write true or false without quotes",
         )
     context = context_length(text, model_type, where)
+    mtp_layers, mtp_n_predict = _mtp_layers(text, num_layers, specs, where)
     chunk = optional_int(text, "mamba_chunk_size", where) or optional_int(text, "chunk_size", where)
     return ModelConfig(
         name=str(name),
@@ -331,7 +352,8 @@ def parse_hf_config(doc: dict[str, Any], *, default_name: str, where: str) -> Mo
         findings=specs.findings + notes + assumed_length(context),
         map_findings=map_findings,
         engine_shares=engine_shares,
-        mtp_layers=_mtp_layers(text, num_layers, specs, where),
+        mtp_layers=mtp_layers,
+        mtp_n_predict=mtp_n_predict,
         ssm_dtype_by_release=specs.ssm_rules if specs.used_state else (),
         mamba_chunk_size=chunk if specs.used_state else None,
         attention_k_eq_v=bool(k_eq_v),

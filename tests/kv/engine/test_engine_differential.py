@@ -17,6 +17,8 @@ The options given to mmcli are the engine's, as the CPU platform settles them
   planner received.
 * block size: the one asked for, else 128 (the CPU default); 16 for MLA models, which the
   CPU MLA kernel forces whatever was asked.
+* speculative decoding: ``speculative_config``'s ``num_speculative_tokens`` is
+  ``--num-speculative-tokens``, method ``mtp`` is ``--mtp`` (ngram adds no layers).
 * async scheduling is always off on CPU; prefix caching, the prefill chunk
   (``max_num_batched_tokens``) and the SSM state dtype are the values the engine ran with
   (the CPU platform turns prefix caching and chunked prefill off for MLA, and keeps SSM
@@ -102,6 +104,7 @@ def options(doc: dict[str, Any]) -> PlanOptions:
     mla = any("kv_lora_rank" in c for c in (doc["config"], doc["config"].get("text_config") or {}))
     block = CPU_MLA_BLOCK if mla else args.get("block_size", CPU_DEFAULT_BLOCK)
     ssm = engine.get("mamba_ssm_cache_dtype", "auto")
+    speculative = args.get("speculative_config") or {}
     return PlanOptions(
         block_size=block,
         kv_dtype=args.get("kv_cache_dtype", "auto"),
@@ -116,6 +119,8 @@ def options(doc: dict[str, Any]) -> PlanOptions:
         ),
         mamba_ssm_cache_dtype="auto" if ssm == "auto" else ssm,
         max_num_seqs=args.get("max_num_seqs"),
+        num_speculative_tokens=speculative.get("num_speculative_tokens"),
+        mtp=speculative.get("method") == "mtp",
     )
 
 
