@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from json.encoder import encode_basestring_ascii
 from typing import Any, overload
 
+from mmcli.errors import EXIT_FINDINGS, EXIT_OK
 from mmcli.findings import Finding
 from mmcli.kv.options import PlanOptions
 from mmcli.kv.releases import EngineRules, rules_for
@@ -152,13 +153,25 @@ class KVPlan:
             },
         }
 
-    def to_json(self, *, aliasing_verified: bool | None, exit_code: int) -> dict[str, Any]:
-        """The plan as ``kv-share plan --format json`` prints it.
+    def to_json(
+        self,
+        *,
+        aliasing_verified: bool | None = None,
+        exit_code: int | None = None,
+        lazy_layers: bool = False,
+    ) -> dict[str, Any]:
+        """The plan as ``kv-share plan --format json`` prints it: plain JSON values, so
+        ``json.dumps`` takes it.
 
-        ``aliasing_verified`` is the aliasing check's verdict (None: not run, the map has
-        errors); ``exit_code`` the command's. Figures that need ``--memory`` are null
-        without it; a side that was not planned has null figures.
+        ``aliasing_verified`` is the aliasing check's verdict (None: not run, or the map has
+        errors); ``exit_code`` the command's (default: 1 with an error finding, else 0).
+        ``lazy_layers`` gives the layer rows as a sequence that builds each row when asked
+        (the CLI streams a million rows so). Figures that need ``--memory`` are null without
+        it; a side that was not planned has null figures.
         """
+        if exit_code is None:
+            errors = any(f.severity == "error" for f in self.findings)
+            exit_code = EXIT_FINDINGS if errors else EXIT_OK
         with_side, without = self.with_sharing, self.without_sharing
 
         def pair(attr: str) -> dict[str, Any]:
@@ -166,7 +179,8 @@ class KVPlan:
             return {"with_sharing": values[0], "without_sharing": values[1]}
 
         has_memory = self.options.sizes_pool
-        layers = LayerRows(self.layers, self.group_of)
+        rows = LayerRows(self.layers, self.group_of)
+        layers: Sequence[dict[str, Any]] = rows if lazy_layers else list(rows)
         return {
             "model": self.model,
             "source": self.source,

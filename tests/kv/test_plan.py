@@ -3,6 +3,8 @@ size, bytes per token, groups, blocks per request and capacity."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +18,9 @@ from mmcli.kv.options import PlanOptions
 from mmcli.kv.plan import KVPlan, plan_kv_cache
 from mmcli.kv.releases import rules_for
 from mmcli.kv.spec import FullAttentionSpec, Layer, SlidingWindowSpec
+from tests.kv_plan import plan_json
+
+ROOT = Path(__file__).resolve().parents[2]
 
 MiB = 2**20
 GiB = 2**30
@@ -418,3 +423,18 @@ def test_plan_owns_its_json() -> None:
     assert doc["groups"] == [{"index": 0, "attention": "full", "layer_names": [name(0), name(1)]}]
     assert doc["memory"]["num_blocks"] is None  # no --memory
     assert doc["memory"]["bytes_per_token"]["with_sharing"] == 2 * 8 * 64 * 2
+
+
+@pytest.mark.parametrize("sample", sorted((ROOT / "samples" / "kv").glob("*.json")), ids=str)
+def test_a_plans_json_is_plain_json_and_the_commands(sample: Path) -> None:
+    # kv-share plan's JSON, less what the command adds to the plan's own (where the model
+    # came from, the aliasing verdict).
+    from mmcli.kv.inputs.layer_config import load_config
+
+    plan = plan_kv_cache(load_config(sample), PlanOptions(memory_bytes=20 * 2**30))
+    doc = json.loads(json.dumps(plan.to_json()))
+    printed = plan_json(str(sample), "--memory", "20GiB", code=doc["exit_code"])
+    for key in ("model_source", "aliasing_verified"):
+        printed.pop(key, None)
+        doc.pop(key, None)
+    assert doc == printed

@@ -86,7 +86,7 @@ def _plan(n: int, **extra: Any) -> Any:
 
 def test_layer_rows_behave_as_a_list_of_dicts() -> None:
     plan = _plan(12)
-    rows = plan.to_json(aliasing_verified=True, exit_code=0)["layers"]
+    rows = plan.to_json(aliasing_verified=True, exit_code=0, lazy_layers=True)["layers"]
     assert isinstance(rows, LayerRows)
     assert len(rows) == 12
     assert rows[0]["name"] == "model.layers.0.self_attn.attn"
@@ -100,7 +100,7 @@ def test_layer_rows_behave_as_a_list_of_dicts() -> None:
 
 def test_json_rows_are_the_rows_encoded() -> None:
     plan = _plan(12)
-    rows = plan.to_json(aliasing_verified=True, exit_code=0)["layers"]
+    rows = plan.to_json(aliasing_verified=True, exit_code=0, lazy_layers=True)["layers"]
     texts = list(rows.json_rows())
     assert [json.loads(t) for t in texts] == list(rows)
     compact = json.JSONEncoder(separators=(", ", ": "))
@@ -122,7 +122,9 @@ def test_a_short_layer_list_prints_indented_as_before() -> None:
 
 def test_a_long_layer_list_prints_one_row_per_line() -> None:
     n = 12_000
-    doc = _plan(n, num_kv_shared_layers=0).to_json(aliasing_verified=True, exit_code=0)
+    doc = _plan(n, num_kv_shared_layers=0).to_json(
+        aliasing_verified=True, exit_code=0, lazy_layers=True
+    )
     text = _printed(doc)
     assert json.loads(text)["layers"] == list(doc["layers"])
     lines = text.splitlines()

@@ -382,7 +382,7 @@ def plan(
         exit_code = EXIT_FINDINGS
     if output_format is OutputFormat.json:
         verified = aliasing.verified if aliasing is not None else None
-        doc = result.to_json(aliasing_verified=verified, exit_code=exit_code)
+        doc = result.to_json(aliasing_verified=verified, exit_code=exit_code, lazy_layers=True)
         if est is not None:
             doc["memory_estimate"] = est.to_json()
         doc["model_source"] = source.to_json()
