@@ -47,23 +47,11 @@ def span(low: float, high: float, fmt: str) -> str:
 
 
 def agrees(log: VllmLog, figures: PlannedRange) -> bool:
-    """Whether every KV figure the log printed falls in the planned range."""
-    checks = []
-    if log.kv_cache_tokens is not None:
-        low, high = figures.tokens()
-        checks.append(low <= log.kv_cache_tokens <= high)
-    if log.max_concurrency is not None:
-        lo, hi = figures.concurrency()
-        checks.append(lo <= log.max_concurrency <= hi)
-    if log.num_gpu_blocks is not None:
-        low, high = figures.blocks()
-        checks.append(low <= log.num_gpu_blocks <= high)
-    estimated = log.refusal.estimated_max_model_len if log.refusal else None
-    fits = figures.low.largest_fitting_max_model_len
-    if estimated is not None and fits is not None:
-        upper = figures.high.largest_fitting_max_model_len or log.max_model_len or 0
-        checks.append(fits <= estimated <= upper)
-    return bool(checks) and all(checks)
+    """Whether the plan reproduces the log: some figure the log printed is compared, and no
+    row of :func:`compare` (the one definition of a match) differs."""
+    rows = compare(log, figures, 0.0)[1:]  # the first row is the plan's input, not a check
+    compared = [row for row in rows if row.logged is not None and row.status != "not in log"]
+    return bool(compared) and all(row.status == "match" for row in compared)
 
 
 def compare(log: VllmLog, figures: PlannedRange, memory_gib: float) -> list[Comparison]:

@@ -230,3 +230,34 @@ def test_a_pipeline_parallel_log_is_planned_per_stage() -> None:
     single = text.replace("'pipeline_parallel_size': 3, ", "")
     assert "pipeline_parallel_size" not in single
     assert not explain_log(config, parse_vllm_log(single)).matches
+
+
+def test_a_release_matches_only_when_no_row_differs() -> None:
+    # The engine started and printed blocks the plan reproduces, but the plan says this
+    # memory refuses a request: the start-up row differs, so the release does not match.
+    from mmcli.kv.explain.compare import PlannedRange, agrees, compare
+    from mmcli.kv.explain.vllm_log import VllmLog
+    from mmcli.kv.result import SidePlan
+
+    side = SidePlan(
+        owners=2,
+        num_groups=1,
+        group_size=2,
+        bytes_per_token=1024,
+        bytes_per_block=16384,
+        block_size=16,
+        page_size_bytes=8192,
+        num_blocks=100,
+        max_tokens=1600,
+        max_concurrency=0.5,
+        largest_fitting_max_model_len=1600,
+    )
+    log = VllmLog(num_gpu_blocks=100, kv_cache_tokens=1600)
+    figures = PlannedRange(side, side)
+    rows = {row.figure: row.status for row in compare(log, figures, 1.0)}
+    assert rows["GPU blocks"] == "match" and rows["engine start-up"] == "differs"
+    assert not agrees(log, figures)
+    started = PlannedRange(
+        *(2 * [SidePlan(**{**vars(side), "largest_fitting_max_model_len": None})])
+    )
+    assert agrees(log, started)
