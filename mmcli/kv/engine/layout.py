@@ -322,11 +322,6 @@ def num_blocks(layout: Layout, memory_bytes: int) -> int:
     return memory_bytes // layout.bytes_per_block
 
 
-def check_memory(layout: Layout, memory_bytes: int, rules: EngineRules) -> int:
-    """The memory the start-up check compares a request against (the null block held back)."""
-    return memory_bytes - (layout.bytes_per_block if rules.null_block else 0)
-
-
 def largest_max_model_len(request_bytes: Callable[[int], int], available: int, upper: int) -> int:
     """The largest ``max_model_len`` ≤ ``upper`` whose request (``request_bytes(length)``,
     growing with the length) fits ``available`` bytes (0: none fits)."""
