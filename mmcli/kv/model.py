@@ -122,3 +122,5 @@ class ModelConfig:
     #: Multimodal prefix-LM models (Gemma 4 with ``use_bidirectional_attention: "vision"``):
     #: the most tokens one multimodal item takes, which one batch must hold.
     mm_item_tokens: int | None = None
+    #: The config's first ``architectures`` entry (the model class vLLM looks up), or "".
+    architecture: str = ""

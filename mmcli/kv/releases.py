@@ -103,6 +103,33 @@ class EngineRules:
     max_len_auto: bool
 
 
+#: Architectures vLLM stopped serving, with the last release that served them (vLLM 0.32's
+#: ``_PREVIOUSLY_SUPPORTED_MODELS``, model_executor/models/registry.py: a later release
+#: refuses to start "Model architecture X was supported in vLLM until vY"); the ones whose
+#: configs mmcli would otherwise plan.
+LAST_SERVED: Final[dict[str, str]] = {
+    "BambaForCausalLM": "0.23",
+    "MiniMaxForCausalLM": "0.23",
+    "MiniMaxText01ForCausalLM": "0.23",
+    "MiniMaxM1ForCausalLM": "0.23",
+    "MiniMaxVL01ForConditionalGeneration": "0.23",
+    "Dots1ForCausalLM": "0.23",
+    "XverseForCausalLM": "0.23",
+    "BaiChuanForCausalLM": "0.23",
+    "BaichuanForCausalLM": "0.23",
+    "InternLMForCausalLM": "0.23",
+    "InternLM2VEForCausalLM": "0.23",
+    "QWenLMHeadModel": "0.23",
+    "JAISLMHeadModel": "0.22",
+    "AquilaModel": "0.24",
+    "AquilaForCausalLM": "0.24",
+    "Grok1ModelForCausalLM": "0.24",
+    "Grok1ForCausalLM": "0.24",
+    "MotifForCausalLM": "0.10.2",
+    "Phi3SmallForCausalLM": "0.9.2",
+    "Phi4FlashForCausalLM": "0.10.2",
+}
+
 #: The rules that matter only with pipeline stages (``--pipeline-parallel-size`` > 1).
 PIPELINE_FIELDS: Final = frozenset({"pp_global_groups", "pp_whole_model_check", "pp_stage_pages"})
 

@@ -10,6 +10,10 @@ Mirror index (vLLM v1; the module docstrings give the facts and the releases the
   ``estimate_max_model_len``.
 * :mod:`~mmcli.kv.engine.pipeline`: ``get_pp_indices`` (layers per stage) and each stage's
   share of the pool.
+* :mod:`~mmcli.kv.engine.states`: a request's recurrent states (``MambaSpec``'s
+  ``max_memory_usage_bytes``: prefix caching's modes, ``num_speculative_blocks``) and
+  ``SpeculativeConfig``'s ``num_speculative_tokens``.
+* :mod:`~mmcli.kv.engine.startable`: the models a release does not start (its registry).
 * :mod:`~mmcli.kv.engine.capacity`: the block count and ``check_enough_kv_cache_memory`` (the
   start-up check), on one GPU or per pipeline stage.
 """

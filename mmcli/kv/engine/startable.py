@@ -5,11 +5,18 @@ from __future__ import annotations
 
 from mmcli.errors import InputError
 from mmcli.kv.model import ModelConfig
-from mmcli.kv.releases import EngineRules
+from mmcli.kv.releases import LAST_SERVED, EngineRules, parse_release
 
 
 def refuse_unstartable(config: ModelConfig, rules: EngineRules) -> None:
     """Models the named release cannot start, refused rather than planned."""
+    last = LAST_SERVED.get(config.architecture)
+    if last is not None and parse_release(rules.release) > parse_release(last):
+        raise InputError(
+            f"{config.name}: vLLM {rules.release} no longer serves {config.architecture} "
+            f"(the last release that did is {last}; the engine refuses to start)",
+            hint=f"plan with --vllm-version {last} or older",
+        )
     cla = any(f.code == "cla-not-shared-by-engine" for f in config.map_findings)
     if cla and config.model_type.startswith("hunyuan") and not rules.hunyuan_cla_starts:
         raise InputError(

@@ -15,10 +15,10 @@ pattern vLLM's model code reads), model type by model type (see docs/kv-configs.
   default: every ``no_rope_layer_interval``-th (4th) layer is full);
 * Falcon-H1: every layer runs attention and Mamba2 side by side;
 * sliding windows: Gemma 2 alternating (sliding for even i), Gemma 3 / Gemma 4
-  ``sliding_window_pattern`` (default 6; Gemma 4's last layer is full), Olmo 3 (3 sliding :
-  1 full; window 4096 when unset), Mistral (window 4096 when the key is absent), Qwen2-family
-  ``use_sliding_window`` / ``max_window_layers``, and otherwise the engine's default: the
-  window applies to every layer.
+  ``sliding_window_pattern`` (default 6, Gemma 3n 5; Gemma 4's last layer is full), Olmo 3
+  (3 sliding : 1 full; window 4096 when unset), Mistral (window 4096 when the key is
+  absent), Qwen2-family ``use_sliding_window`` / ``max_window_layers``, and otherwise the
+  engine's default: the window applies to every layer.
 """
 
 from __future__ import annotations
@@ -235,6 +235,8 @@ def _sliding_kinds(
         pattern = 2 if pattern is None else pattern
     if model_type in ("gemma3", "gemma3_text", "gemma4", "gemma4_text"):
         pattern = 6 if pattern is None else pattern
+    if model_type.startswith("gemma3n"):  # Gemma3nTextConfig: every 5th layer full
+        pattern = 5 if pattern is None else pattern
     if model_type == "olmo3":  # Olmo3Config: three sliding layers, then a full one
         pattern = 4 if pattern is None else pattern
     if pattern is not None:

@@ -119,8 +119,11 @@ def _last_layers_share(
             )
         targets[i] = last_of[kind]
         if gemma3n:
+            # vLLM's Gemma 3n model code (gemma3n.py) hard-codes the target: 2 layers before
+            # the first shared one for a sliding layer, 1 before for a full one.
             engine = first - 2 if kind in SLIDING_TYPES else first - 1
-            if engine != last_of[kind]:
+            if engine != last_of[kind] and engine >= 0:
+                targets[i] = engine
                 disagree.setdefault((kind, last_of[kind], engine), []).append(i)
     for (kind, general, engine), layers in disagree.items():
         engine_kind = types[engine] if 0 <= engine < n else "no such layer"
@@ -132,10 +135,10 @@ def _last_layers_share(
                 f"{index_ranges(layers, limit=100)}: the general rule "
                 "(last "
                 f"non-shared {kind} layer) gives layer {general}, but vLLM's Gemma 3n "
-                f"model code hard-codes layer {engine} ({engine_kind})",
+                f"model code hard-codes layer {engine} ({engine_kind}), which this plan "
+                "follows",
                 hint="vLLM assumes the last non-shared layer is full and the one before "
-                "it sliding; this plan follows the general rule (pass --map to use the "
-                "other)",
+                "it sliding; pass --map to plan the general rule instead",
                 layer=hf_layer_name(layers[0], kind),
             )
         )

@@ -103,6 +103,7 @@ def options(doc: dict[str, Any]) -> PlanOptions:
     block = CPU_MLA_BLOCK if mla else args.get("block_size", CPU_DEFAULT_BLOCK)
     ssm = engine.get("mamba_ssm_cache_dtype", "auto")
     speculative = args.get("speculative_config") or {}
+    chunked = doc["env"].get("VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE")
     return PlanOptions(
         block_size=block,
         kv_dtype=args.get("kv_cache_dtype", "auto"),
@@ -119,6 +120,7 @@ def options(doc: dict[str, Any]) -> PlanOptions:
         max_num_seqs=args.get("max_num_seqs"),
         num_speculative_tokens=speculative.get("num_speculative_tokens"),
         mtp=speculative.get("method") == "mtp",
+        chunked_local_attn_hybrid=None if chunked is None else chunked == "1",
     )
 
 
