@@ -26,7 +26,8 @@ The options given to mmcli are the engine's, as the CPU platform settles them
 
 Layer names: vLLM names a layer after its module (``model.layers.3.self_attn.attn``,
 ``model.layers.0.mixer``, ``backbone.layers.0.mixer``, ``model.layers.1.linear_attn``,
-Falcon's ``transformer.h.0.self_attention.attn``);
+Falcon's ``transformer.h.0.self_attention.attn``; an MTP drafter's ``mtp.layers.k.…`` is
+decoder layer L + k, as mmcli names it);
 mmcli's names are ``model.layers.N.…``. Both are mapped to (decoder layer N, ``attn`` or
 ``state``); two models name their Mamba mixers apart: Falcon-H1 ``model.{L+i}.mixer`` for
 layer i of L, Zamba2 ``{H+i}.mixer`` for layer i with H hybrid layers, and Zamba2's shared
@@ -137,6 +138,8 @@ def plan(doc: dict[str, Any]) -> KVPlan:
 def engine_key(name: str, config: dict[str, Any], spec_type: str) -> tuple[int, str]:
     """(decoder layer, attn|state) of an engine layer name (module docstring)."""
     part = "state" if spec_type == "MambaSpec" else "attn"
+    if found := re.fullmatch(r"mtp\.layers\.(\d+)\..*", name):  # MTP layer k: after the model's
+        return config["num_hidden_layers"] + int(found.group(1)), part
     if found := re.search(r"(?:^|\.)(?:layers|h)\.(\d+)\.", name):  # h: Falcon's blocks
         return int(found.group(1)), part
     model_type = config.get("model_type", "")
@@ -299,6 +302,11 @@ def _param(path: Path) -> Any:
 @pytest.mark.parametrize("path", [_param(p) for p in PATHS])
 def test_engine_result(path: Path) -> None:
     doc = load(path)
+    if doc["status"] == "not run" and "was supported in vLLM until" in doc["reason"]:
+        # The engine's registry no longer serves the architecture: mmcli must refuse it too.
+        with pytest.raises(InputError, match="no longer serves"):
+            plan(doc)
+        return
     if doc["status"] == "not run":
         pytest.skip(f"not run on vLLM {doc['vllm']['version']} CPU: {doc['reason']}")
     if doc["status"] == "refused":
