@@ -7,14 +7,19 @@ range; a planned figure matches when it lies in that range, or prints as the log
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from mmcli.errors import InputError
 from mmcli.kv.explain.engine_logs import SglangLog, TrtllmLog
+from mmcli.kv.figures import EngineFigures
 from mmcli.kv.model import ModelConfig
 from mmcli.kv.sglang import SglangOptions, plan_sglang, sglang_rules
-from mmcli.kv.sglang.geometry import KV_CACHE_DTYPES, sglang_cell
+from mmcli.kv.sglang.geometry import KV_CACHE_DTYPES, Cell, architecture, hybrid_cell, sglang_cell
+from mmcli.kv.sglang.hybrid import HybridState
+from mmcli.kv.sglang.pool import MAMBA_FULL_MEMORY_RATIO
+from mmcli.kv.sglang.releases import RELEASES, SglangRules
+from mmcli.kv.state import MambaSpec
 from mmcli.kv.trtllm import TrtllmOptions, plan_trtllm, trtllm_rules
 from mmcli.kv.trtllm.pool import bytes_per_token
 
@@ -63,17 +68,49 @@ def _row(figure: str, logged: object, planned: object, ok: bool | None) -> Row:
     return Row(figure, "–" if logged is None else str(logged), str(planned), status)
 
 
-def explain_sglang(config: ModelConfig, doc: dict[str, Any], log: SglangLog) -> EngineExplanation:
-    """Reproduce an SGLang log's cell, buffer sizes and request cap from the config."""
+def _settings(log: SglangLog) -> tuple[int, int, str]:
+    """tp, page size and KV dtype of the run, from its ``server_args`` line (else defaults)."""
     args = log.args
-    tp = int(args.get("tp_size", "1"))
-    page = int(args.get("page_size", "1"))
     kv_dtype = args.get("kv_cache_dtype", "auto")
     kv_dtype = kv_dtype if kv_dtype in KV_CACHE_DTYPES else "auto"
+    return int(args.get("tp_size", "1")), int(args.get("page_size", "1")), kv_dtype
+
+
+def _k_rows(log: SglangLog, cell: Cell, page: int) -> list[Row]:
+    """The K (or latent) buffer: bytes per token per buffer as a range, and its printed size."""
+    if log.k_gib is None or log.tokens is None:
+        return []
+    slots = log.tokens + page
+    per_buffer = cell.bytes_per_token // (1 if cell.mla else 2)
+    low, high = (log.k_gib - _HALF) * _GIB / slots, (log.k_gib + _HALF) * _GIB / slots
+    what = "KV size (latent)" if cell.mla else "K size"
+    planned_gib = f"{cell.tensor_bytes(slots) / _GIB:.2f} GB"
+    return [
+        _row(
+            f"{what}, bytes per token per buffer",
+            f"{low:,.0f}–{high:,.0f}",
+            f"{per_buffer:,}",
+            low <= per_buffer < high,
+        ),
+        _row(what, f"{log.k_gib:.2f} GB", planned_gib, planned_gib == f"{log.k_gib:.2f} GB"),
+    ]
+
+
+def _running_row(log: SglangLog, running: object) -> Row:
+    compared = log.max_running_requests is not None and log.context_len is not None
+    ok = running == log.max_running_requests if compared else None
+    return _row("max_running_requests", log.max_running_requests, running, ok)
+
+
+def explain_sglang(config: ModelConfig, doc: dict[str, Any], log: SglangLog) -> EngineExplanation:
+    """Reproduce an SGLang log's cell, buffer sizes and request cap from the config."""
+    if any(isinstance(layer.spec, MambaSpec) for layer in config.layers):
+        return _explain_hybrid(config, doc, log)
+    args = log.args
+    tp, page, kv_dtype = _settings(log)
     rules = sglang_rules(None)
     cell = sglang_cell(config, doc, rules, tp=tp, kv_dtype=kv_dtype)
     tokens = log.tokens or 0
-    per_buffer = cell.bytes_per_token // (1 if cell.mla else 2)
     options = SglangOptions(
         tp=tp,
         memory_bytes=tokens * cell.bytes_per_token,
@@ -84,34 +121,17 @@ def explain_sglang(config: ModelConfig, doc: dict[str, Any], log: SglangLog) -> 
         enable_dp_attention=args.get("enable_dp_attention") == "True",
     )
     plan = plan_sglang(config, doc, options)
-    rows: list[Row] = []
-    if log.k_gib is not None:
-        slots = tokens + page
-        low, high = (log.k_gib - _HALF) * _GIB / slots, (log.k_gib + _HALF) * _GIB / slots
-        what = "KV size (latent)" if cell.mla else "K size"
+    rows = _k_rows(log, cell, page)
+    rows.append(_running_row(log, plan.value("max_running_requests")))
+    if log.has_mamba_line:
         rows.append(
             _row(
-                f"{what}, bytes per token per buffer",
-                f"{low:,.0f}–{high:,.0f}",
-                f"{per_buffer:,}",
-                low <= per_buffer < high,
+                "Mamba Cache (state pool)",
+                "allocated",
+                "none: the config has no Mamba / GDN layers",
+                False,
             )
         )
-        planned_gib = f"{cell.tensor_bytes(slots) / _GIB:.2f} GB"
-        rows.append(
-            _row(what, f"{log.k_gib:.2f} GB", planned_gib, planned_gib == f"{log.k_gib:.2f} GB")
-        )
-    running = plan.value("max_running_requests")
-    rows.append(
-        _row(
-            "max_running_requests",
-            log.max_running_requests,
-            running,
-            None
-            if log.max_running_requests is None or log.context_len is None
-            else running == log.max_running_requests,
-        )
-    )
     notes = [
         f"cell: {cell.bytes_per_token:,} B per token per rank at tp {tp} "
         f"({cell.layers} layers); the pool budget behind #tokens {tokens:,} is "
@@ -122,6 +142,206 @@ def explain_sglang(config: ModelConfig, doc: dict[str, Any], log: SglangLog) -> 
     if log.context_len is None:
         notes.append("the log has no context_len: max_running_requests is not compared")
     return EngineExplanation("sglang", "0.4.6.post5–0.5.4", config.name, rows, notes)
+
+
+#: What each release's ``Mamba Cache is allocated`` line says (memory_pool.py of its wheel).
+_WORDING = {
+    "0.5.4": (
+        "the Mamba Cache line names max_mamba_cache_size: SGLang 0.5.4's wording "
+        "(memory_pool.py:222); 0.5.3's names no slot count (:177), 0.4.x has no state pool, "
+        "releases after 0.5.4 were not read"
+    ),
+    "0.5.3": (
+        "the Mamba Cache line names no max_mamba_cache_size: SGLang 0.5.3's wording "
+        "(memory_pool.py:177; 0.5.4's names it, :222); its sizes are checked at the planned "
+        "slots + 1 (0.5.3's state pool is the request pool, model_runner.py:1442)"
+    ),
+}
+
+
+def _hybrid_rules(doc: dict[str, Any], log: SglangLog) -> SglangRules:
+    """The release whose wording the log has, refusing a model that release does not serve."""
+    release = log.mamba_wording or "0.5.4"
+    rules = sglang_rules(release)
+    arch = architecture(doc)
+    served = dict(rules.hybrid_models)
+    if arch in served:
+        return rules
+    elsewhere = [r.release for r in RELEASES if arch and arch in dict(r.hybrid_models)]
+    if elsewhere:
+        hint = (
+            f"SGLang {', '.join(elsewhere)} serves {arch}; check that the log and the config "
+            "are of the same model and release"
+        )
+    else:
+        hint = "explain a vLLM start-up log of this model instead (mmcli mirrors vLLM's state pool)"
+    raise InputError(
+        f"SGLang: {arch or 'this architecture'} (a hybrid Mamba / GDN / linear-attention model) "
+        f"has no hybrid state pool in SGLang {release} (hybrid models it serves: "
+        f"{', '.join(served) or 'none'}), so this log is not mirrored",
+        hint=hint,
+    )
+
+
+def _refuse_unmirrored(log: SglangLog, state: HybridState) -> None:
+    """Refuse a run whose state pool the log's server_args sizes in a way not mirrored."""
+    args = log.args
+
+    def refuse(what: str, flag: str) -> InputError:
+        return InputError(
+            f"SGLang: {what} (the log's server_args) is not mirrored for the state pool",
+            hint=f"explain a log of a run without {flag}",
+        )
+
+    if "speculative_algorithm" in args or log.mamba_intermediate:
+        raise InputError(
+            "SGLang: speculative decoding is not mirrored (the state pool keeps intermediate "
+            "states per draft token and the draft runner shares the pool)",
+            hint="explain a log of a run without speculative decoding",
+        )
+    if "max_mamba_cache_size" in args:
+        raise refuse(f"--max-mamba-cache-size {args['max_mamba_cache_size']}", "it")
+    ssm = args.get("mamba_ssm_dtype", "float32")
+    if ssm != "float32":
+        raise refuse(f"--mamba-ssm-dtype {ssm}", "it (the default float32 is mirrored)")
+    if state.radix_cache:  # the release sizes the slots by the ratio only with the radix cache
+        if args.get("disable_radix_cache") == "True":
+            raise refuse("--disable-radix-cache", "it")
+        ratio = args.get("mamba_full_memory_ratio")
+        if ratio is not None and float(ratio) != MAMBA_FULL_MEMORY_RATIO:
+            raise refuse(
+                f"--mamba-full-memory-ratio {ratio}",
+                f"it (the default {MAMBA_FULL_MEMORY_RATIO} is mirrored)",
+            )
+
+
+def _budgets(
+    config: ModelConfig,
+    doc: dict[str, Any],
+    base: SglangOptions,
+    state: HybridState,
+    cell: Cell,
+    tokens: int,
+) -> dict[int, tuple[int, EngineFigures]]:
+    """State slots → (a pool budget, its plan), for every slot count whose plan gives ``tokens``.
+
+    The token pool gets the budget less the slots' state, so the budget lies within one page of
+    cells above ``slots × per request + tokens × cell``. With fixed slots that settles it; with
+    the ratio (radix cache on) the slots are about ``r × tokens × cell / per request``, and a
+    budget is tried at both ends and the middle of that window for each count near it.
+    """
+    per, width = state.bytes_per_request, base.page_size * cell.bytes_per_token
+    if state.radix_cache:
+        guess = int(MAMBA_FULL_MEMORY_RATIO * tokens * cell.bytes_per_token / per)
+        candidates: list[int] = list(range(max(0, guess - 2), guess + 3))
+    else:
+        candidates = [base.max_running_requests or 512]
+    found: dict[int, tuple[int, EngineFigures]] = {}
+    for slots in candidates:
+        low = slots * per + tokens * cell.bytes_per_token
+        for budget in (low, low + width // 2, low + width - 1):
+            plan = plan_sglang(config, doc, replace(base, memory_bytes=budget))
+            if plan.value("pool_tokens") == tokens:
+                found.setdefault(int(plan.value("state_slots") or 0), (budget, plan))
+    if not found:  # no budget gives the log's #tokens: plan the nearest, and say so
+        low = candidates[len(candidates) // 2] * per + tokens * cell.bytes_per_token
+        plan = plan_sglang(config, doc, replace(base, memory_bytes=low + width // 2))
+        return {-1: (low + width // 2, plan)}
+    return found
+
+
+def _gib_range(gib: float, count: int) -> tuple[float, float]:
+    """The bytes per item behind a "%.2f" GiB figure of ``count`` items."""
+    return max(0.0, gib - _HALF) * _GIB / count, (gib + _HALF) * _GIB / count
+
+
+def _explain_hybrid(config: ModelConfig, doc: dict[str, Any], log: SglangLog) -> EngineExplanation:
+    """A hybrid GDN / Mamba-2 model's log: token pool, state pool and request cap."""
+    tp, page, kv_dtype = _settings(log)
+    rules = _hybrid_rules(doc, log)
+    cell, state = hybrid_cell(config, doc, rules, tp=tp, kv_dtype=kv_dtype)
+    _refuse_unmirrored(log, state)
+    user = log.args.get("max_running_requests")
+    base = SglangOptions(
+        release=rules.release,
+        tp=tp,
+        page_size=page,
+        page_size_given=True,
+        kv_dtype=kv_dtype,
+        max_model_len=log.context_len,
+        max_running_requests=None if user is None else int(user),
+        enable_dp_attention=log.args.get("enable_dp_attention") == "True",
+    )
+    tokens = log.tokens or 0
+    found = _budgets(config, doc, base, state, cell, tokens)
+    counts = sorted(n for n in found if n >= 0)
+    chosen = log.mamba_slots if log.mamba_slots in found else (counts or [-1])[0]
+    budget, plan = found[chosen]
+    planned_slots = int(plan.value("state_slots") or 0)
+    rows = _k_rows(log, cell, page)
+    if not counts:
+        rows.append(_row("#tokens", tokens, plan.value("pool_tokens"), False))
+    slots_text = " or ".join(f"{n}" for n in counts) or f"{planned_slots}"
+    rows.append(
+        _row(
+            "max_mamba_cache_size",
+            log.mamba_slots,
+            slots_text,
+            None if log.mamba_slots is None else log.mamba_slots in counts,
+        )
+    )
+    if log.conv_gib is not None and log.ssm_gib is not None:
+        pool = planned_slots if log.mamba_slots is None else log.mamba_slots
+        conv, ssm = state.pool_bytes(pool)
+        for name, gib, per_slot, size in (
+            ("conv_state", log.conv_gib, state.conv_bytes * state.state_layers, conv),
+            ("ssm_state", log.ssm_gib, state.ssm_bytes * state.state_layers, ssm),
+        ):
+            low, high = _gib_range(gib, pool + 1)
+            rows.append(
+                _row(
+                    f"{name}, bytes per slot",
+                    f"{low:,.0f}–{high:,.0f}",
+                    f"{per_slot:,}",
+                    low <= per_slot < high,
+                )
+            )
+            printed = f"{size / _GIB:.2f}GB"
+            rows.append(_row(f"{name} size", f"{gib:.2f}GB", printed, printed == f"{gib:.2f}GB"))
+    rows.append(_running_row(log, plan.value("max_running_requests")))
+    per = state.bytes_per_request
+    low = planned_slots * per + tokens * cell.bytes_per_token
+    notes = [
+        _WORDING[rules.release]
+        if log.has_mamba_line
+        else (
+            "the log has no Mamba Cache line, so its release is not known: 0.5.4 rules are "
+            "used (0.5.3 keeps 512 state slots with the radix cache off)"
+        ),
+        f"cell: {cell.bytes_per_token:,} B per token per rank at tp {tp} over the "
+        f"{cell.layers} attention layers; the pool budget behind #tokens {tokens:,} and "
+        f"{planned_slots:,} state slots lies in {low:,}–"
+        f"{low + page * cell.bytes_per_token - 1:,} B ({budget / _GIB:.2f} GiB)",
+    ]
+    if len(counts) > 1:
+        notes.append(
+            f"{' and '.join(map(str, counts))} state slots give the same #tokens (one slot more "
+            f"takes {per:,} B, {per // cell.bytes_per_token:,} tokens, off the token pool), so "
+            "the log's slot count matches either"
+        )
+    elif not counts:
+        notes.append(
+            f"no pool budget gives #tokens {tokens:,} under SGLang {rules.release}'s rules; the "
+            "figures are planned at the nearest budget"
+        )
+    notes.extend(plan.notes)
+    notes.append(
+        "not reproduced: the budget itself (SGLang measures the memory left after loading the "
+        "weights; mmcli takes the range #tokens implies)"
+    )
+    if log.context_len is None:
+        notes.append("the log has no context_len: max_running_requests is not compared")
+    return EngineExplanation("sglang", rules.release, config.name, rows, notes)
 
 
 def _infer_tp(
