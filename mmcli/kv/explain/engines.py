@@ -3,22 +3,21 @@ reproduces from the model's config, which it cannot, and why.
 
 Logs print memory to 0.01 GiB (SGLang's "GB" is GiB), so a figure derived from one is a
 range; a planned figure matches when it lies in that range, or prints as the log printed it.
+An SGLang log of a hybrid GDN / Mamba-2 model also has its state pool compared, under the
+release its ``Mamba Cache`` line's wording names (:mod:`mmcli.kv.explain.sglang_state`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from mmcli.errors import InputError
 from mmcli.kv.explain.engine_logs import SglangLog, TrtllmLog
-from mmcli.kv.figures import EngineFigures
+from mmcli.kv.explain.sglang_state import WORDING, budgets, hybrid_rules, refuse_unmirrored
 from mmcli.kv.model import ModelConfig
 from mmcli.kv.sglang import SglangOptions, plan_sglang, sglang_rules
-from mmcli.kv.sglang.geometry import KV_CACHE_DTYPES, Cell, architecture, hybrid_cell, sglang_cell
-from mmcli.kv.sglang.hybrid import HybridState
-from mmcli.kv.sglang.pool import MAMBA_FULL_MEMORY_RATIO
-from mmcli.kv.sglang.releases import RELEASES, SglangRules
+from mmcli.kv.sglang.geometry import KV_CACHE_DTYPES, Cell, hybrid_cell, sglang_cell
 from mmcli.kv.state import MambaSpec
 from mmcli.kv.trtllm import TrtllmOptions, plan_trtllm, trtllm_rules
 from mmcli.kv.trtllm.pool import bytes_per_token
@@ -144,112 +143,6 @@ def explain_sglang(config: ModelConfig, doc: dict[str, Any], log: SglangLog) -> 
     return EngineExplanation("sglang", "0.4.6.post5–0.5.4", config.name, rows, notes)
 
 
-#: What each release's ``Mamba Cache is allocated`` line says (memory_pool.py of its wheel).
-_WORDING = {
-    "0.5.4": (
-        "the Mamba Cache line names max_mamba_cache_size: SGLang 0.5.4's wording "
-        "(memory_pool.py:222); 0.5.3's names no slot count (:177), 0.4.x has no state pool, "
-        "releases after 0.5.4 were not read"
-    ),
-    "0.5.3": (
-        "the Mamba Cache line names no max_mamba_cache_size: SGLang 0.5.3's wording "
-        "(memory_pool.py:177; 0.5.4's names it, :222); its sizes are checked at the planned "
-        "slots + 1 (0.5.3's state pool is the request pool, model_runner.py:1442)"
-    ),
-}
-
-
-def _hybrid_rules(doc: dict[str, Any], log: SglangLog) -> SglangRules:
-    """The release whose wording the log has, refusing a model that release does not serve."""
-    release = log.mamba_wording or "0.5.4"
-    rules = sglang_rules(release)
-    arch = architecture(doc)
-    served = dict(rules.hybrid_models)
-    if arch in served:
-        return rules
-    elsewhere = [r.release for r in RELEASES if arch and arch in dict(r.hybrid_models)]
-    if elsewhere:
-        hint = (
-            f"SGLang {', '.join(elsewhere)} serves {arch}; check that the log and the config "
-            "are of the same model and release"
-        )
-    else:
-        hint = "explain a vLLM start-up log of this model instead (mmcli mirrors vLLM's state pool)"
-    raise InputError(
-        f"SGLang: {arch or 'this architecture'} (a hybrid Mamba / GDN / linear-attention model) "
-        f"has no hybrid state pool in SGLang {release} (hybrid models it serves: "
-        f"{', '.join(served) or 'none'}), so this log is not mirrored",
-        hint=hint,
-    )
-
-
-def _refuse_unmirrored(log: SglangLog, state: HybridState) -> None:
-    """Refuse a run whose state pool the log's server_args sizes in a way not mirrored."""
-    args = log.args
-
-    def refuse(what: str, flag: str) -> InputError:
-        return InputError(
-            f"SGLang: {what} (the log's server_args) is not mirrored for the state pool",
-            hint=f"explain a log of a run without {flag}",
-        )
-
-    if "speculative_algorithm" in args or log.mamba_intermediate:
-        raise InputError(
-            "SGLang: speculative decoding is not mirrored (the state pool keeps intermediate "
-            "states per draft token and the draft runner shares the pool)",
-            hint="explain a log of a run without speculative decoding",
-        )
-    if "max_mamba_cache_size" in args:
-        raise refuse(f"--max-mamba-cache-size {args['max_mamba_cache_size']}", "it")
-    ssm = args.get("mamba_ssm_dtype", "float32")
-    if ssm != "float32":
-        raise refuse(f"--mamba-ssm-dtype {ssm}", "it (the default float32 is mirrored)")
-    if state.radix_cache:  # the release sizes the slots by the ratio only with the radix cache
-        if args.get("disable_radix_cache") == "True":
-            raise refuse("--disable-radix-cache", "it")
-        ratio = args.get("mamba_full_memory_ratio")
-        if ratio is not None and float(ratio) != MAMBA_FULL_MEMORY_RATIO:
-            raise refuse(
-                f"--mamba-full-memory-ratio {ratio}",
-                f"it (the default {MAMBA_FULL_MEMORY_RATIO} is mirrored)",
-            )
-
-
-def _budgets(
-    config: ModelConfig,
-    doc: dict[str, Any],
-    base: SglangOptions,
-    state: HybridState,
-    cell: Cell,
-    tokens: int,
-) -> dict[int, tuple[int, EngineFigures]]:
-    """State slots → (a pool budget, its plan), for every slot count whose plan gives ``tokens``.
-
-    The token pool gets the budget less the slots' state, so the budget lies within one page of
-    cells above ``slots × per request + tokens × cell``. With fixed slots that settles it; with
-    the ratio (radix cache on) the slots are about ``r × tokens × cell / per request``, and a
-    budget is tried at both ends and the middle of that window for each count near it.
-    """
-    per, width = state.bytes_per_request, base.page_size * cell.bytes_per_token
-    if state.radix_cache:
-        guess = int(MAMBA_FULL_MEMORY_RATIO * tokens * cell.bytes_per_token / per)
-        candidates: list[int] = list(range(max(0, guess - 2), guess + 3))
-    else:
-        candidates = [base.max_running_requests or 512]
-    found: dict[int, tuple[int, EngineFigures]] = {}
-    for slots in candidates:
-        low = slots * per + tokens * cell.bytes_per_token
-        for budget in (low, low + width // 2, low + width - 1):
-            plan = plan_sglang(config, doc, replace(base, memory_bytes=budget))
-            if plan.value("pool_tokens") == tokens:
-                found.setdefault(int(plan.value("state_slots") or 0), (budget, plan))
-    if not found:  # no budget gives the log's #tokens: plan the nearest, and say so
-        low = candidates[len(candidates) // 2] * per + tokens * cell.bytes_per_token
-        plan = plan_sglang(config, doc, replace(base, memory_bytes=low + width // 2))
-        return {-1: (low + width // 2, plan)}
-    return found
-
-
 def _gib_range(gib: float, count: int) -> tuple[float, float]:
     """The bytes per item behind a "%.2f" GiB figure of ``count`` items."""
     return max(0.0, gib - _HALF) * _GIB / count, (gib + _HALF) * _GIB / count
@@ -258,9 +151,9 @@ def _gib_range(gib: float, count: int) -> tuple[float, float]:
 def _explain_hybrid(config: ModelConfig, doc: dict[str, Any], log: SglangLog) -> EngineExplanation:
     """A hybrid GDN / Mamba-2 model's log: token pool, state pool and request cap."""
     tp, page, kv_dtype = _settings(log)
-    rules = _hybrid_rules(doc, log)
+    rules = hybrid_rules(doc, log)
     cell, state = hybrid_cell(config, doc, rules, tp=tp, kv_dtype=kv_dtype)
-    _refuse_unmirrored(log, state)
+    refuse_unmirrored(log, state)
     user = log.args.get("max_running_requests")
     base = SglangOptions(
         release=rules.release,
@@ -273,7 +166,7 @@ def _explain_hybrid(config: ModelConfig, doc: dict[str, Any], log: SglangLog) ->
         enable_dp_attention=log.args.get("enable_dp_attention") == "True",
     )
     tokens = log.tokens or 0
-    found = _budgets(config, doc, base, state, cell, tokens)
+    found = budgets(config, doc, base, state, cell, tokens)
     counts = sorted(n for n in found if n >= 0)
     chosen = log.mamba_slots if log.mamba_slots in found else (counts or [-1])[0]
     budget, plan = found[chosen]
@@ -312,7 +205,7 @@ def _explain_hybrid(config: ModelConfig, doc: dict[str, Any], log: SglangLog) ->
     per = state.bytes_per_request
     low = planned_slots * per + tokens * cell.bytes_per_token
     notes = [
-        _WORDING[rules.release]
+        WORDING[rules.release]
         if log.has_mamba_line
         else (
             "the log has no Mamba Cache line, so its release is not known: 0.5.4 rules are "
