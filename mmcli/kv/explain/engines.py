@@ -89,7 +89,7 @@ def _k_rows(log: SglangLog, cell: Cell, page: int) -> list[Row]:
             f"{what}, bytes per token per buffer",
             f"{low:,.0f}–{high:,.0f}",
             f"{per_buffer:,}",
-            low <= per_buffer < high,
+            planned_gib == f"{log.k_gib:.2f} GB",  # the range, without its float edges
         ),
         _row(what, f"{log.k_gib:.2f} GB", planned_gib, planned_gib == f"{log.k_gib:.2f} GB"),
     ]
@@ -191,16 +191,12 @@ def _explain_hybrid(config: ModelConfig, doc: dict[str, Any], log: SglangLog) ->
             ("ssm_state", log.ssm_gib, state.ssm_bytes * state.state_layers, ssm),
         ):
             low, high = _gib_range(gib, pool + 1)
-            rows.append(
-                _row(
-                    f"{name}, bytes per slot",
-                    f"{low:,.0f}–{high:,.0f}",
-                    f"{per_slot:,}",
-                    low <= per_slot < high,
-                )
-            )
             printed = f"{size / _GIB:.2f}GB"
-            rows.append(_row(f"{name} size", f"{gib:.2f}GB", printed, printed == f"{gib:.2f}GB"))
+            ok = printed == f"{gib:.2f}GB"  # per_slot in [low, high), without its float edges
+            rows.append(
+                _row(f"{name}, bytes per slot", f"{low:,.0f}–{high:,.0f}", f"{per_slot:,}", ok)
+            )
+            rows.append(_row(f"{name} size", f"{gib:.2f}GB", printed, ok))
     rows.append(_running_row(log, plan.value("max_running_requests")))
     per = state.bytes_per_request
     low = planned_slots * per + tokens * cell.bytes_per_token

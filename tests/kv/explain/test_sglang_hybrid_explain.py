@@ -28,6 +28,7 @@ from mmcli.errors import InputError
 from mmcli.kv.explain.engine_logs import parse_sglang_log
 from mmcli.kv.explain.engines import EngineExplanation, explain_sglang
 from mmcli.kv.inputs.layer_config import load_config, read_document
+from mmcli.kv.sglang import SglangOptions, plan_sglang
 from mmcli.kv.sglang.geometry import sglang_cell
 from mmcli.kv.sglang.releases import sglang_rules
 
@@ -262,3 +263,26 @@ def test_a_state_pool_in_the_log_of_an_attention_only_config_differs() -> None:
     result = explain(QWEN3_235B, QWEN3_NEXT_054)
     assert not result.matches
     assert statuses(result)["Mamba Cache (state pool)"] == "differs"
+
+
+@pytest.mark.parametrize(
+    ("release", "tp", "page", "budget"),
+    [
+        # ssm_state per slot sits at the top edge of the printed 2 decimals (37,748,736 B).
+        ("0.5.4", 2, 64, 86_126_376_074),
+        # K per token per buffer sits at the top edge (6,144 B).
+        ("0.5.3", 2, 64, 109_168_672_819),
+    ],
+)
+def test_the_plans_own_lines_match_at_a_printed_digits_edge(
+    release: str, tp: int, page: int, budget: int
+) -> None:
+    # The lines kv-share plan --engine sglang would print for this run, with its server_args.
+    config, doc = load_config(QWEN3_NEXT), read_document(QWEN3_NEXT)
+    options = SglangOptions(
+        release=release, tp=tp, memory_bytes=budget, page_size=page, page_size_given=True
+    )
+    lines = plan_sglang(config, doc, options).log_lines
+    text = "\n".join([f"server_args=ServerArgs(tp_size={tp}, page_size={page})", *lines])
+    result = explain(QWEN3_NEXT, text)
+    assert result.release == release and result.matches
