@@ -3,12 +3,14 @@
 Only the lines named below are read, each with an anchored pattern on a line of bounded
 length; anything else is ignored. SGLang: ``KV Cache is allocated. #tokens: N, K size: X GB,
 V size: Y GB`` (or ``KV size`` for MLA), ``max_total_num_tokens=…, max_running_requests=…,
-context_len=…``, and the ``server_args=ServerArgs(…)`` line for tp, page size, KV dtype and
-``mem_fraction_static``. TensorRT-LLM: ``Memory usage when calculating max tokens in paged kv
-cache: total: T GiB, available: A GiB`` (C++ runtime), ``available KV cache memory when
-calculating max tokens: B GiB, … kv size is S`` (PyTorch backend), ``Number of blocks in KV
-cache primary pool: N``, ``Number of tokens per block: K.``, ``Allocated X GiB for max tokens in
-paged KV cache (T)``.
+context_len=…``, a hybrid model's ``Mamba Cache is allocated. max_mamba_cache_size: S,
+conv_state size: XGB, ssm_state size: YGB`` (0.5.4, memory_pool.py:222; 0.5.3 prints no
+``max_mamba_cache_size``, :177), and the ``server_args=ServerArgs(…)`` line for tp, page size,
+KV dtype, ``mem_fraction_static`` and the state-pool settings. TensorRT-LLM: ``Memory usage
+when calculating max tokens in paged kv cache: total: T GiB, available: A GiB`` (C++ runtime),
+``available KV cache memory when calculating max tokens: B GiB, … kv size is S`` (PyTorch
+backend), ``Number of blocks in KV cache primary pool: N``, ``Number of tokens per block: K.``,
+``Allocated X GiB for max tokens in paged KV cache (T)``.
 """
 
 from __future__ import annotations
@@ -25,6 +27,11 @@ _SGL_POOL = re.compile(
     rf"KV Cache is allocated\. #tokens: (\d{{1,15}}), (?:K size: {_NUM} GB, V size: {_NUM} GB"
     rf"|KV size: {_NUM} GB)"
 )
+#: MambaPool's line; with speculative decoding it goes on with intermediate_ssm_state_cache.
+_SGL_MAMBA = re.compile(
+    r"Mamba Cache is allocated\. (?:max_mamba_cache_size: (\d{1,15}), )?"
+    rf"conv_state size: {_NUM}GB, ssm_state size: {_NUM}GB( intermediate_)?"
+)
 _SGL_SCHED = re.compile(r"max_total_num_tokens=(\d{1,15}),.*?max_running_requests=(\d{1,15})")
 _SGL_CONTEXT = re.compile(r"\bcontext_len=(\d{1,15})")
 _SGL_ARGS = re.compile(r"server_args=ServerArgs\(")
@@ -36,6 +43,12 @@ _ARG = {
     "context_length": re.compile(r"\bcontext_length=(\d{1,15})"),
     "dp_size": re.compile(r"\bdp_size=(\d{1,6})"),
     "enable_dp_attention": re.compile(r"\benable_dp_attention=(True|False)"),
+    "max_running_requests": re.compile(r"\bmax_running_requests=(\d{1,15})"),
+    "max_mamba_cache_size": re.compile(r"\bmax_mamba_cache_size=(\d{1,15})"),
+    "mamba_ssm_dtype": re.compile(r"\bmamba_ssm_dtype='([a-z0-9_]{1,20})'"),
+    "mamba_full_memory_ratio": re.compile(r"\bmamba_full_memory_ratio=([0-9.]{1,12})"),
+    "disable_radix_cache": re.compile(r"\bdisable_radix_cache=(True|False)"),
+    "speculative_algorithm": re.compile(r"\bspeculative_algorithm='([A-Za-z0-9_]{1,20})'"),
 }
 _TRT_CPP = re.compile(
     rf"Memory usage when calculating max tokens in paged kv cache: total: {_NUM} GiB, "
@@ -62,6 +75,24 @@ class SglangLog:
     max_running_requests: int | None = None
     context_len: int | None = None
     args: dict[str, str] = field(default_factory=dict)
+    #: A hybrid model's state pool: its conv and SSM buffer sizes in GiB as printed (2
+    #: decimals), its slots (0.5.4 prints them; 0.5.3 does not), and whether the line goes on
+    #: with speculative decoding's intermediate caches.
+    conv_gib: float | None = None
+    ssm_gib: float | None = None
+    mamba_slots: int | None = None
+    mamba_intermediate: bool = False
+
+    @property
+    def has_mamba_line(self) -> bool:
+        return self.conv_gib is not None
+
+    @property
+    def mamba_wording(self) -> str | None:
+        """The release whose ``Mamba Cache is allocated`` wording the log has, or None."""
+        if not self.has_mamba_line:
+            return None
+        return "0.5.3" if self.mamba_slots is None else "0.5.4"
 
 
 @dataclass
@@ -91,6 +122,10 @@ def parse_sglang_log(text: str) -> SglangLog | None:
             log.tokens = int(m.group(1))
             log.mla = m.group(4) is not None
             log.k_gib = float(m.group(4) if log.mla else m.group(2))
+        elif (m := _SGL_MAMBA.search(line)) and not log.has_mamba_line:
+            log.mamba_slots = None if m[1] is None else int(m[1])
+            log.conv_gib, log.ssm_gib = float(m[2]), float(m[3])
+            log.mamba_intermediate = m[4] is not None
         elif m := _SGL_SCHED.search(line):
             log.max_total_num_tokens, log.max_running_requests = int(m[1]), int(m[2])
             if c := _SGL_CONTEXT.search(line):

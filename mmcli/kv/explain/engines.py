@@ -3,6 +3,8 @@ reproduces from the model's config, which it cannot, and why.
 
 Logs print memory to 0.01 GiB (SGLang's "GB" is GiB), so a figure derived from one is a
 range; a planned figure matches when it lies in that range, or prints as the log printed it.
+An SGLang log of a hybrid GDN / Mamba-2 model also has its state pool compared, under the
+release its ``Mamba Cache`` line's wording names (:mod:`mmcli.kv.explain.sglang_state`).
 """
 
 from __future__ import annotations
@@ -12,9 +14,11 @@ from typing import Any
 
 from mmcli.errors import InputError
 from mmcli.kv.explain.engine_logs import SglangLog, TrtllmLog
+from mmcli.kv.explain.sglang_state import WORDING, budgets, hybrid_rules, refuse_unmirrored
 from mmcli.kv.model import ModelConfig
 from mmcli.kv.sglang import SglangOptions, plan_sglang, sglang_rules
-from mmcli.kv.sglang.geometry import KV_CACHE_DTYPES, sglang_cell
+from mmcli.kv.sglang.geometry import KV_CACHE_DTYPES, Cell, hybrid_cell, sglang_cell
+from mmcli.kv.state import MambaSpec
 from mmcli.kv.trtllm import TrtllmOptions, plan_trtllm, trtllm_rules
 from mmcli.kv.trtllm.pool import bytes_per_token
 
@@ -63,17 +67,49 @@ def _row(figure: str, logged: object, planned: object, ok: bool | None) -> Row:
     return Row(figure, "–" if logged is None else str(logged), str(planned), status)
 
 
-def explain_sglang(config: ModelConfig, doc: dict[str, Any], log: SglangLog) -> EngineExplanation:
-    """Reproduce an SGLang log's cell, buffer sizes and request cap from the config."""
+def _settings(log: SglangLog) -> tuple[int, int, str]:
+    """tp, page size and KV dtype of the run, from its ``server_args`` line (else defaults)."""
     args = log.args
-    tp = int(args.get("tp_size", "1"))
-    page = int(args.get("page_size", "1"))
     kv_dtype = args.get("kv_cache_dtype", "auto")
     kv_dtype = kv_dtype if kv_dtype in KV_CACHE_DTYPES else "auto"
+    return int(args.get("tp_size", "1")), int(args.get("page_size", "1")), kv_dtype
+
+
+def _k_rows(log: SglangLog, cell: Cell, page: int) -> list[Row]:
+    """The K (or latent) buffer: bytes per token per buffer as a range, and its printed size."""
+    if log.k_gib is None or log.tokens is None:
+        return []
+    slots = log.tokens + page
+    per_buffer = cell.bytes_per_token // (1 if cell.mla else 2)
+    low, high = (log.k_gib - _HALF) * _GIB / slots, (log.k_gib + _HALF) * _GIB / slots
+    what = "KV size (latent)" if cell.mla else "K size"
+    planned_gib = f"{cell.tensor_bytes(slots) / _GIB:.2f} GB"
+    return [
+        _row(
+            f"{what}, bytes per token per buffer",
+            f"{low:,.0f}–{high:,.0f}",
+            f"{per_buffer:,}",
+            planned_gib == f"{log.k_gib:.2f} GB",  # the range, without its float edges
+        ),
+        _row(what, f"{log.k_gib:.2f} GB", planned_gib, planned_gib == f"{log.k_gib:.2f} GB"),
+    ]
+
+
+def _running_row(log: SglangLog, running: object) -> Row:
+    compared = log.max_running_requests is not None and log.context_len is not None
+    ok = running == log.max_running_requests if compared else None
+    return _row("max_running_requests", log.max_running_requests, running, ok)
+
+
+def explain_sglang(config: ModelConfig, doc: dict[str, Any], log: SglangLog) -> EngineExplanation:
+    """Reproduce an SGLang log's cell, buffer sizes and request cap from the config."""
+    if any(isinstance(layer.spec, MambaSpec) for layer in config.layers):
+        return _explain_hybrid(config, doc, log)
+    args = log.args
+    tp, page, kv_dtype = _settings(log)
     rules = sglang_rules(None)
     cell = sglang_cell(config, doc, rules, tp=tp, kv_dtype=kv_dtype)
     tokens = log.tokens or 0
-    per_buffer = cell.bytes_per_token // (1 if cell.mla else 2)
     options = SglangOptions(
         tp=tp,
         memory_bytes=tokens * cell.bytes_per_token,
@@ -84,34 +120,17 @@ def explain_sglang(config: ModelConfig, doc: dict[str, Any], log: SglangLog) -> 
         enable_dp_attention=args.get("enable_dp_attention") == "True",
     )
     plan = plan_sglang(config, doc, options)
-    rows: list[Row] = []
-    if log.k_gib is not None:
-        slots = tokens + page
-        low, high = (log.k_gib - _HALF) * _GIB / slots, (log.k_gib + _HALF) * _GIB / slots
-        what = "KV size (latent)" if cell.mla else "K size"
+    rows = _k_rows(log, cell, page)
+    rows.append(_running_row(log, plan.value("max_running_requests")))
+    if log.has_mamba_line:
         rows.append(
             _row(
-                f"{what}, bytes per token per buffer",
-                f"{low:,.0f}–{high:,.0f}",
-                f"{per_buffer:,}",
-                low <= per_buffer < high,
+                "Mamba Cache (state pool)",
+                "allocated",
+                "none: the config has no Mamba / GDN layers",
+                False,
             )
         )
-        planned_gib = f"{cell.tensor_bytes(slots) / _GIB:.2f} GB"
-        rows.append(
-            _row(what, f"{log.k_gib:.2f} GB", planned_gib, planned_gib == f"{log.k_gib:.2f} GB")
-        )
-    running = plan.value("max_running_requests")
-    rows.append(
-        _row(
-            "max_running_requests",
-            log.max_running_requests,
-            running,
-            None
-            if log.max_running_requests is None or log.context_len is None
-            else running == log.max_running_requests,
-        )
-    )
     notes = [
         f"cell: {cell.bytes_per_token:,} B per token per rank at tp {tp} "
         f"({cell.layers} layers); the pool budget behind #tokens {tokens:,} is "
@@ -122,6 +141,96 @@ def explain_sglang(config: ModelConfig, doc: dict[str, Any], log: SglangLog) -> 
     if log.context_len is None:
         notes.append("the log has no context_len: max_running_requests is not compared")
     return EngineExplanation("sglang", "0.4.6.post5–0.5.4", config.name, rows, notes)
+
+
+def _gib_range(gib: float, count: int) -> tuple[float, float]:
+    """The bytes per item behind a "%.2f" GiB figure of ``count`` items."""
+    return max(0.0, gib - _HALF) * _GIB / count, (gib + _HALF) * _GIB / count
+
+
+def _explain_hybrid(config: ModelConfig, doc: dict[str, Any], log: SglangLog) -> EngineExplanation:
+    """A hybrid GDN / Mamba-2 model's log: token pool, state pool and request cap."""
+    tp, page, kv_dtype = _settings(log)
+    rules = hybrid_rules(doc, log)
+    cell, state = hybrid_cell(config, doc, rules, tp=tp, kv_dtype=kv_dtype)
+    refuse_unmirrored(log, state)
+    user = log.args.get("max_running_requests")
+    base = SglangOptions(
+        release=rules.release,
+        tp=tp,
+        page_size=page,
+        page_size_given=True,
+        kv_dtype=kv_dtype,
+        max_model_len=log.context_len,
+        max_running_requests=None if user is None else int(user),
+        enable_dp_attention=log.args.get("enable_dp_attention") == "True",
+    )
+    tokens = log.tokens or 0
+    found = budgets(config, doc, base, state, cell, tokens)
+    counts = sorted(n for n in found if n >= 0)
+    chosen = log.mamba_slots if log.mamba_slots in found else (counts or [-1])[0]
+    budget, plan = found[chosen]
+    planned_slots = int(plan.value("state_slots") or 0)
+    rows = _k_rows(log, cell, page)
+    if not counts:
+        rows.append(_row("#tokens", tokens, plan.value("pool_tokens"), False))
+    slots_text = " or ".join(f"{n}" for n in counts) or f"{planned_slots}"
+    rows.append(
+        _row(
+            "max_mamba_cache_size",
+            log.mamba_slots,
+            slots_text,
+            None if log.mamba_slots is None else log.mamba_slots in counts,
+        )
+    )
+    if log.conv_gib is not None and log.ssm_gib is not None:
+        pool = planned_slots if log.mamba_slots is None else log.mamba_slots
+        conv, ssm = state.pool_bytes(pool)
+        for name, gib, per_slot, size in (
+            ("conv_state", log.conv_gib, state.conv_bytes * state.state_layers, conv),
+            ("ssm_state", log.ssm_gib, state.ssm_bytes * state.state_layers, ssm),
+        ):
+            low, high = _gib_range(gib, pool + 1)
+            printed = f"{size / _GIB:.2f}GB"
+            ok = printed == f"{gib:.2f}GB"  # per_slot in [low, high), without its float edges
+            rows.append(
+                _row(f"{name}, bytes per slot", f"{low:,.0f}–{high:,.0f}", f"{per_slot:,}", ok)
+            )
+            rows.append(_row(f"{name} size", f"{gib:.2f}GB", printed, ok))
+    rows.append(_running_row(log, plan.value("max_running_requests")))
+    per = state.bytes_per_request
+    low = planned_slots * per + tokens * cell.bytes_per_token
+    notes = [
+        WORDING[rules.release]
+        if log.has_mamba_line
+        else (
+            "the log has no Mamba Cache line, so its release is not known: 0.5.4 rules are "
+            "used (0.5.3 keeps 512 state slots with the radix cache off)"
+        ),
+        f"cell: {cell.bytes_per_token:,} B per token per rank at tp {tp} over the "
+        f"{cell.layers} attention layers; the pool budget behind #tokens {tokens:,} and "
+        f"{planned_slots:,} state slots lies in {low:,}–"
+        f"{low + page * cell.bytes_per_token - 1:,} B ({budget / _GIB:.2f} GiB)",
+    ]
+    if len(counts) > 1:
+        notes.append(
+            f"{' and '.join(map(str, counts))} state slots give the same #tokens (one slot more "
+            f"takes {per:,} B, {per // cell.bytes_per_token:,} tokens, off the token pool), so "
+            "the log's slot count matches either"
+        )
+    elif not counts:
+        notes.append(
+            f"no pool budget gives #tokens {tokens:,} under SGLang {rules.release}'s rules; the "
+            "figures are planned at the nearest budget"
+        )
+    notes.extend(plan.notes)
+    notes.append(
+        "not reproduced: the budget itself (SGLang measures the memory left after loading the "
+        "weights; mmcli takes the range #tokens implies)"
+    )
+    if log.context_len is None:
+        notes.append("the log has no context_len: max_running_requests is not compared")
+    return EngineExplanation("sglang", rules.release, config.name, rows, notes)
 
 
 def _infer_tp(

@@ -68,8 +68,9 @@ def sglang_cell(
     specs = [layer.spec for layer in config.layers]
     if any(isinstance(s, MambaSpec) for s in specs):
         raise _refuse(
-            "a hybrid Mamba / GDN model's state pool is planned by hybrid_cell",
-            "call hybrid_cell for it",
+            "the model has Mamba / GDN state layers: SGLang keeps their state in a state pool "
+            "beside the token pool, which a token-pool cell alone does not describe",
+            "plan it with kv-share plan --engine sglang, which sizes both pools",
         )
     if any(s is None for s in specs):
         raise _refuse(
