@@ -9,12 +9,14 @@ from typing import Annotated, Any
 import typer
 
 from mmcli.cli._boundary import guarded
-from mmcli.cli._output import OutputFormat, emit_json, stderr, stdout
+from mmcli.cli._output import OutputFormat, emit_json, stdout
 from mmcli.cli.kv_share import engines as eng
 from mmcli.cli.kv_share import vllm_options as vo
 from mmcli.cli.kv_share.explain import register_explain
+from mmcli.cli.kv_share.outputs import Notes, check_outputs
 from mmcli.cli.options import FormatOpt, RevisionOpt
 from mmcli.errors import EXIT_FINDINGS, EXIT_OK, InputError
+from mmcli.text import printable
 
 app = typer.Typer(
     help="Cross-layer KV-cache sharing: validate maps and plan KV memory.",
@@ -271,6 +273,7 @@ def plan(
     from mmcli.kv.inputs.model_source import resolve_model
     from mmcli.kv.options import PlanOptions
     from mmcli.kv.plan import plan_kv_cache
+    from mmcli.kv.whatif.sweep import parse_sweep
 
     partition = parse_partition(pp_layer_partition) if pp_layer_partition is not None else None
     length = parse_max_model_len(max_model_len, vllm_version)
@@ -294,6 +297,7 @@ def plan(
         eng.refuse_vllm_only(engines, {**vllm_args, "--num-draft-layers": num_draft_layers})
     if plot is not None and sweep is None:
         raise InputError("--plot needs --sweep", hint="e.g. --sweep max-model-len=4K..128K")
+    spec = parse_sweep(sweep) if sweep is not None else None  # refused before any planning
     source = resolve_model(config, revision)
     est, figure = gpu_budget(
         gpu, memory, weights, reserve, source, revision, engines.engine, gpu_memory_utilization,
@@ -345,25 +349,26 @@ def plan(
 
     model = load_config(source.config)
     map_findings = apply_map(model, load_map(map_path)) if map_path is not None else []
+    check_outputs(emit_map, plot)  # every input is read (and protected): before planning
+    notes = Notes()  # said once the command has worked, never before an error
     if length == "auto":
         from mmcli.kv.whatif.fit import fit_max_model_len
 
         fit = fit_max_model_len(model, options)
-        stderr().print(fit.message())
+        notes.append(fit.message())
         options = replace(options, max_model_len=fit.fitted)
-    if sweep is not None:
+    if spec is not None:
         from mmcli.cli.kv_share.chart import sweep_command
 
-        sweep_command(model, options, sweep, plot, output_format, est)
+        sweep_command(model, options, spec, plot, output_format, est, notes)
     result = plan_kv_cache(model, options, extra_findings=map_findings)
     aliasing = None if result.has_map_errors else check_aliasing(result, target_device)
     if emit_map is not None:
         written = write_map(emit_map, result.sharing_map())
-        from rich.markup import escape
-
-        stderr().print(f"wrote {written} map entries to {escape(str(emit_map))}")
+        notes.append(f"wrote {written} map entries to {printable(str(emit_map))}")
     if engines.engine == "all":
         code = eng.run_engines(engines, source, options, gpu, figure, output_format, vllm=result)
+        notes.say()
         raise typer.Exit(code)
     exit_code = EXIT_FINDINGS if result.has_errors else EXIT_OK
     if aliasing is not None and not aliasing.verified:
@@ -385,6 +390,7 @@ def plan(
         if est is not None:
             stdout().print(estimate_panel(est))
         render_plan(result, aliasing, all_layers=all_layers)
+    notes.say()
     raise typer.Exit(exit_code)
 
 
