@@ -90,6 +90,27 @@ def refused(*args: str) -> list[str]:
     return lines
 
 
+def test_gpu_parallel_sizes_are_refused_with_a_hint() -> None:
+    gpu = ("--gpu", "H100", "--weights", "28GiB")
+    error, hint = refused(QWEN, *gpu, "-tp", "0")
+    assert error == "error: --tensor-parallel-size must be a positive integer, got 0"
+    assert "e.g. 1, 2, 8" in hint
+    error, hint = refused(QWEN, *gpu, "-pp", "-1")
+    assert error == "error: --pipeline-parallel-size must be a positive integer, got -1"
+    assert "e.g. 1, 2, 4" in hint
+
+
+def test_reserve_zero_is_no_reserve() -> None:
+    gpu = ("--gpu", "H100", "--weights", "28GiB", "--format", "json")
+    for zero in ("0", "0GiB"):
+        est = json.loads(run(QWEN, *gpu, "--reserve", zero).stdout)["memory_estimate"]
+        assert est["reserve_bytes"] == 0
+        assert est["kv_cache_bytes"] == est["usable_bytes"] - 28 * GiB
+    error, hint = refused(QWEN, *gpu, "--reserve", "")
+    assert error == "error: --reserve: cannot read '' as a size"
+    assert "0 for none" in hint
+
+
 def test_no_progress_line_before_an_error(tmp_path: Path, monkeypatch: Any) -> None:
     """``Auto-fit …`` and ``wrote …`` are said once the run has worked: an exit-2 run prints
     exactly its error and hint, whatever came before the error."""

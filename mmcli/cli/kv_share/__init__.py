@@ -119,7 +119,7 @@ def plan(
         str | None,
         typer.Option(
             "--reserve",
-            help="With --gpu: activation and CUDA-graph memory held back (default 2GiB).",
+            help="With --gpu: activation and CUDA-graph memory held back (default 2GiB; 0: none).",
         ),
     ] = None,
     sweep: Annotated[

@@ -60,7 +60,6 @@ def estimate(
     pipeline_parallel_size: int = 1,
 ) -> Estimate:
     """The KV-memory estimate of ``--gpu`` (with the weights figure, utilization and reserve)."""
-    from mmcli.kv.options import parse_size
     from mmcli.kv.whatif.gpus import DEFAULT_RESERVE_BYTES, estimate_kv_budget, resolve_gpu
 
     return estimate_kv_budget(
@@ -69,10 +68,25 @@ def estimate(
         weights.total_bytes,
         tp=tensor_parallel_size,
         pp=pipeline_parallel_size,
-        reserve=parse_size(reserve) if reserve else DEFAULT_RESERVE_BYTES,
+        reserve=parse_reserve(reserve) if reserve is not None else DEFAULT_RESERVE_BYTES,
         weights_source=weights.source,
         weights_estimated=weights.estimated,
     )
+
+
+def parse_reserve(text: str) -> int:
+    """``--reserve``'s bytes: a size as ``--memory`` takes it, where 0 (no reserve) is valid."""
+    from mmcli.kv.options import parse_size
+
+    try:
+        return parse_size(text, allow_zero=True)
+    except InputError as exc:
+        message = exc.message.replace("memory size", "size", 1)
+        raise InputError(
+            f"--reserve: {message}",
+            hint="the activation and CUDA-graph memory held back, e.g. 2GiB (the default), "
+            "or 0 for none",
+        ) from None
 
 
 def estimate_panel(est: Estimate) -> Group:
