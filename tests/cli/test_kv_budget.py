@@ -111,6 +111,20 @@ def test_reserve_zero_is_no_reserve() -> None:
     assert "0 for none" in hint
 
 
+def test_gpu_memory_utilization_needs_gpu() -> None:
+    for other in ((), ("--memory", "20GiB")):
+        error, _ = refused(QWEN, *other, "--gpu-memory-utilization", "0.5")
+        assert error == "error: --gpu-memory-utilization needs --gpu"
+    doc = json.loads(run(QWEN, "--gpu", "H100", "--weights", "28GiB", "--format", "json").stdout)
+    assert doc["memory_estimate"]["gpu_memory_utilization"] == 0.9  # the default, when not given
+
+
+def test_a_sweep_factor_must_be_finite() -> None:
+    for factor in ("xnan", "xinf"):
+        error, _ = refused(QWEN, "--memory", "20GiB", "--sweep", f"max-model-len=4K..16K:{factor}")
+        assert error.endswith("is not a finite number")
+
+
 def test_no_progress_line_before_an_error(tmp_path: Path, monkeypatch: Any) -> None:
     """``Auto-fit …`` and ``wrote …`` are said once the run has worked: an exit-2 run prints
     exactly its error and hint, whatever came before the error."""

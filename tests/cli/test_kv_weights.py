@@ -174,3 +174,14 @@ def test_the_weights_file_is_an_input_no_output_replaces(tmp_path: Path) -> None
         assert len(lines) == 2 and "it is an input of this run" in lines[0], result.stderr
         assert lines[1].startswith("hint: ")
         assert weights.read_bytes() == before
+
+
+def test_a_key_repeated_in_the_index_is_refused(tmp_path: Path) -> None:
+    """JSON would keep the last ``total_size``; which one was meant is unknown."""
+    index = tmp_path / "model.safetensors.index.json"
+    index.write_text('{"metadata": {"total_size": 16060522496, "total_size": 1}, "weight_map": {}}')
+    error, hint = refused(str(index))
+    assert error == (
+        f"error: --weights: {index}: the key 'total_size' appears more than once in one object"
+    )
+    assert hint.startswith("hint: give each key once")

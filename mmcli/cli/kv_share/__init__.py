@@ -110,11 +110,13 @@ def plan(
         ),
     ] = None,
     gpu_memory_utilization: Annotated[
-        float,
+        float | None,
         typer.Option(
-            "--gpu-memory-utilization", help="With --gpu: the share of GPU memory vLLM uses."
+            "--gpu-memory-utilization",
+            help="With --gpu: the share of GPU memory vLLM uses (default 0.9).",
+            show_default=False,
         ),
-    ] = 0.9,
+    ] = None,
     reserve: Annotated[
         str | None,
         typer.Option(
@@ -288,10 +290,11 @@ def plan(
     )
     given = {"--map": map_path, "--sweep": sweep, "--emit-map": emit_map}
     eng.refuse_vllm_only(engines, {**given, "--max-model-len auto": length == "auto"})
-    vllm_args = {"--block-size": block_size, "--vllm-version": vllm_version, "--mtp": mtp}
+    vllm_args: dict[str, object] = {"--block-size": block_size, "--vllm-version": vllm_version}
     vllm_args |= {"--enable-prefix-caching": enable_prefix_caching, "--max-num-seqs": max_num_seqs}
     vllm_args |= {"--num-gpu-blocks-override": num_gpu_blocks_override, "--strict": strict}
-    vllm_args |= {"--disable-hybrid-kv-cache-manager": disable_hybrid}
+    vllm_args |= {"--disable-hybrid-kv-cache-manager": disable_hybrid, "--mtp": mtp}
+    vllm_args |= {"--gpu-memory-utilization": gpu_memory_utilization}
     vllm_args |= vo.vllm_only(chunked_hybrid)
     if engines.engine in ("sglang", "trtllm"):  # with all, they shape vLLM's column
         eng.refuse_vllm_only(engines, {**vllm_args, "--num-draft-layers": num_draft_layers})

@@ -26,17 +26,24 @@ def gpu_budget(
     source: ModelSource,
     revision: str | None,
     engine: str,
-    utilization: float,
+    utilization: float | None,
     tensor_parallel_size: int,
     pipeline_parallel_size: int,
 ) -> tuple[Estimate | None, WeightsFigure | None]:
-    """``--gpu``'s estimate (vLLM's, when vLLM is planned) and the weights figure it took."""
+    """``--gpu``'s estimate (vLLM's, when vLLM is planned) and the weights figure it took;
+    ``utilization`` None is vLLM's default (0.9)."""
     from mmcli.cli.kv_share.weights import weights_figure
 
     if gpu is None:
         if weights is not None or reserve is not None:
             raise InputError(
                 "--weights and --reserve need --gpu", hint="e.g. --gpu H100 --weights 16GiB"
+            )
+        if utilization is not None:  # it shapes only the --gpu estimate
+            raise InputError(
+                "--gpu-memory-utilization needs --gpu",
+                hint="with --memory (the KV memory itself) there is nothing to scale; "
+                "e.g. --gpu H100 --gpu-memory-utilization 0.8",
             )
         return None, None
     if memory is not None:
@@ -47,8 +54,13 @@ def gpu_budget(
     figure = weights_figure(weights, source, revision)
     if engine in ("sglang", "trtllm"):
         return None, figure
-    args = (utilization, reserve, tensor_parallel_size, pipeline_parallel_size)
+    share = DEFAULT_UTILIZATION if utilization is None else utilization
+    args = (share, reserve, tensor_parallel_size, pipeline_parallel_size)
     return estimate(gpu, figure, *args), figure
+
+
+#: vLLM's ``--gpu-memory-utilization`` default.
+DEFAULT_UTILIZATION = 0.9
 
 
 def estimate(

@@ -181,7 +181,7 @@ def parse_toml(path: Path, text: str) -> dict[str, Any]:
     return doc
 
 
-def _unique_keys(path: Path) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:
+def unique_keys(path: Path) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:
     """An ``object_pairs_hook`` refusing a key repeated in one JSON object (JSON itself would
     silently keep the last value)."""
 
@@ -212,5 +212,5 @@ def read_json_or_toml(path: Path) -> Any:
         path,
         text,
         hint="check the file's syntax (TOML files need the .toml suffix)",
-        object_pairs_hook=_unique_keys(path),
+        object_pairs_hook=unique_keys(path),
     )
