@@ -360,6 +360,17 @@ SCHEMA_CASES: dict[str, tuple[bytes, str]] = {
         "… (9988 more)",
     ),
 }
+# placeholder_token_ids that int() or an int64 tensor cannot take (exit 3 before).
+for _name, _ids in {"double-minus": "--5", "2^63": str(1 << 63), "negative": "9,-5"}.items():
+    SCHEMA_CASES[f"token-ids-{_name}"] = (
+        raw(
+            dump_header(
+                {"format_version": "2", "placeholder_token_ids": _ids}, **{"mm_embeddings.0": ITEM}
+            ),
+            ITEM_DATA,
+        ),
+        "is not a comma-separated list of token ids",
+    )
 for _name, (_content, _message) in SCHEMA_CASES.items():
     CASES[f"check-embeddings/{_name}"] = Case(_check(_content), 2, _message)
     CASES[f"inspect/{_name}"] = Case(_inspect(_content), 0, "not an mm_dump dump")
