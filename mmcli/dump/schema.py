@@ -316,6 +316,8 @@ def _check_v2(
         raise fail("layout=merged and an item_counts tensor go together")
     if merged and not stacked:
         raise fail("layout=merged needs one mm_embeddings tensor")
+    if merged and len(dims := tensors["mm_embeddings"].shape) != 2:
+        raise fail(f"layout=merged needs a 2-D mm_embeddings (rows, hidden), got {list(dims)}")
     ids = header.metadata.get("placeholder_token_ids")
     if ids and not all(map(_is_token_id, ids.split(","))):
         raise fail(
