@@ -14,7 +14,7 @@ from mmcli.cli.kv_share import engines as eng
 from mmcli.cli.kv_share import vllm_options as vo
 from mmcli.cli.kv_share.explain import register_explain
 from mmcli.cli.kv_share.outputs import Notes, check_outputs
-from mmcli.cli.options import FormatOpt, RevisionOpt
+from mmcli.cli.options import FormatOpt, RevisionOpt, flag
 from mmcli.errors import EXIT_FINDINGS, EXIT_OK, InputError
 from mmcli.text import printable
 
@@ -73,7 +73,7 @@ def plan(
     ] = None,
     allow_long_max_model_len: Annotated[
         bool,
-        typer.Option("--allow-long-max-model-len", help="VLLM_ALLOW_LONG_MAX_MODEL_LEN=1."),
+        flag("--allow-long-max-model-len", help="VLLM_ALLOW_LONG_MAX_MODEL_LEN=1."),
     ] = False,
     max_num_batched_tokens: Annotated[
         int | None,
@@ -171,7 +171,7 @@ def plan(
     ] = None,
     async_scheduling: Annotated[
         bool,
-        typer.Option(
+        flag(
             "--async-scheduling/--no-async-scheduling",
             help="Async scheduling (vLLM's default) keeps 2 batches in flight: from 0.26 a "
             "sliding window reserves blocks for both.",
@@ -179,7 +179,7 @@ def plan(
     ] = True,
     enable_prefix_caching: Annotated[
         bool | None,
-        typer.Option(
+        flag(
             "--enable-prefix-caching/--no-enable-prefix-caching",
             help="Prefix caching: hybrid models then keep 2 states per request (default: the "
             "release's default, on from 0.26).",
@@ -195,7 +195,7 @@ def plan(
     ] = "auto",
     disable_hybrid: Annotated[
         bool,
-        typer.Option(
+        flag(
             "--disable-hybrid-kv-cache-manager",
             help="Plan sliding and chunked layers as full attention (one group), as vLLM does "
             "with this flag.",
@@ -212,7 +212,7 @@ def plan(
     ] = 0,
     mtp: Annotated[
         bool,
-        typer.Option(
+        flag(
             "--mtp",
             help="Plan the config's multi-token-prediction layers too (vLLM builds them for "
             "speculative decoding with method mtp / deepseek_mtp).",
@@ -234,7 +234,7 @@ def plan(
     ] = None,
     strict: Annotated[
         bool,
-        typer.Option(
+        flag(
             "--strict",
             help="Treat sharing the engine accepts but that is likely a mistake (a sliding "
             "layer reading a full layer's cache) as an error.",
@@ -252,7 +252,7 @@ def plan(
         typer.Option("--emit-map", help="Write the resolved map {layer: target} as JSON here."),
     ] = None,
     all_layers: Annotated[
-        bool, typer.Option("--all-layers", help="One table row per layer (no folding).")
+        bool, flag("--all-layers", help="One table row per layer (no folding).")
     ] = False,
     engine: eng.EngineOpt = "vllm",
     sglang_version: eng.SglangVersionOpt = None,

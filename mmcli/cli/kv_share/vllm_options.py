@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-import typer
+from mmcli.cli.options import flag
 
 ChunkedHybridOpt = Annotated[
     bool | None,
-    typer.Option(
+    flag(
         "--chunked-local-attn-hybrid/--no-chunked-local-attn-hybrid",
         help="VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1 / 0: chunked local layers "
         "(Llama 4) keep their own groups, or the hybrid manager is off and they are planned as "
