@@ -78,6 +78,23 @@ CASES: dict[str, Case] = {
         2,
         "the key 'name' appears more than once",
     ),
+    "json/escape-and-newline-in-a-layer-name": Case(
+        _plan_config(
+            _write(
+                "esc.json",
+                b'{"layers": [{"name": "a\\u001b[2J\\nb", "attention": "weird"}]}',
+            )
+        ),
+        2,
+        "layers[0] (a\\x1b[2J b): unknown attention type",
+    ),
+    "json/100000-character-attention-type": Case(
+        _plan_config(
+            _write("long.json", b'{"layers": [{"name": "a", "attention": "%s"}]}' % (b"w" * 10**5))
+        ),
+        2,
+        "characters left out",
+    ),
     "emit/dev-null": Case(_emit(lambda t: "/dev/null"), 0, None),  # the null device only
     "emit/dev-full": Case(_emit(lambda t: "/dev/full"), 2, "not a regular file"),
     "emit/dev-stdout": Case(_emit(lambda t: "/dev/stdout"), 2, "not a regular file"),
@@ -254,6 +271,8 @@ def test_hostile_kv(tmp_path: Path, name: str, monkeypatch: pytest.MonkeyPatch) 
     before = Path(TOY).read_bytes()
     code, out, err, elapsed = _in_process(case.build(tmp_path))
     assert "Traceback" not in out + err
+    assert "\x1b" not in out + err  # input is never a terminal escape
+    assert max(map(len, err.splitlines()), default=0) <= 2100, err[:200]
     assert elapsed < TIME_LIMIT_S, f"{name} took {elapsed:.1f} s"
     assert code == case.code, (out, err)
     if code == 2:
