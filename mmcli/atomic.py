@@ -1,9 +1,9 @@
 """Atomic file output: every file mmcli writes appears whole or not at all.
 
-:func:`atomic_write` only ever replaces a regular file (never ``/dev/null``, ``/dev/stdout``,
-a FIFO or another device), never a file this process read as input (see :func:`protect`),
-and reports a failed write (a full disk, a read-only file system) as one ``cannot write PATH``
-line (exit 2).
+:func:`atomic_write` only ever replaces a regular file (never ``/dev/stdout``, a FIFO or
+another device; the null device is written, not replaced), never a file this process read
+as input (see :func:`protect`), and reports a failed write (a full disk, a read-only file
+system) as one ``cannot write PATH`` line (exit 2).
 """
 
 from __future__ import annotations
@@ -63,8 +63,23 @@ def _write_hint(code: int | None) -> str:
 _SPECIAL = ("/dev/", "/proc/", "/sys/")
 
 
+def is_null_device(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is the null device (``/dev/null``, or a link to it): writing there is
+    how one checks a command without keeping its output, so it is the one device written."""
+    if os.name != "posix":
+        return False
+    try:
+        st, null = os.stat(path), os.stat(os.devnull)
+    except OSError:
+        return False
+    return stat.S_ISCHR(st.st_mode) and st.st_rdev == null.st_rdev
+
+
 def _check_target(path: Path) -> None:
-    """Refuse a target that is not a regular file, or that is one of this run's inputs."""
+    """Refuse a target that is not a regular file (or the null device), or that is one of
+    this run's inputs."""
+    if is_null_device(path):
+        return
     shown = printable(str(path))
     if os.name == "posix" and any(
         p.startswith(_SPECIAL) for p in (os.path.abspath(path), os.path.realpath(path))
@@ -94,6 +109,21 @@ def _check_target(path: Path) -> None:
             )
 
 
+def check_target(path: Path) -> None:
+    """Refuse, before any work is done, a path :func:`atomic_write` would refuse: one that is
+    not a regular or new file, one of this run's inputs, or one in a missing directory."""
+    _check_target(path)
+    if is_null_device(path):
+        return
+    real = Path(os.path.realpath(path)) if os.path.islink(path) else path
+    directory = real.parent if str(real.parent) else Path(".")
+    if not directory.is_dir():
+        raise InputError(
+            f"cannot write {printable(str(path))}: {printable(str(directory))} is not a directory",
+            hint="create the directory first, or choose another path",
+        )
+
+
 @contextmanager
 def atomic_write(path: Path) -> Iterator[BinaryIO]:
     """Yield a binary file that replaces ``path`` only once it is complete and on disk.
@@ -103,8 +133,13 @@ def atomic_write(path: Path) -> Iterator[BinaryIO]:
     interrupts included, the temporary file is removed and ``path`` is left as it was.
     An existing ``path`` must be a regular file that is not an input (:func:`protect`); an
     OSError while writing (``ENOSPC``, ``EROFS``, ...) becomes one InputError naming ``path``.
+    The null device is written as it is (there is nothing to replace).
     """
     _check_target(path)
+    if is_null_device(path):
+        with open(os.devnull, "wb") as null:
+            yield null
+        return
     if os.path.islink(path):  # keep the link: replace the file it points to
         path = Path(os.path.realpath(path))
     directory = path.parent if str(path.parent) else Path(".")

@@ -70,6 +70,13 @@ def run(
                     step(w.label(op, name))
             del source
             timings = {name: summarise(times) for name, times in samples.items()}
+            copy = timings["copy"]
+            if copy.spread > SPREAD_WARNING:  # every case's "of copy" figure divides by it
+                result.warnings.append(
+                    f"{w.label(op, 'copy')}: the copy baseline's IQR is {copy.spread:.0%} of its "
+                    "median, so this case's share of copy is unreliable (a busy machine? rerun, "
+                    "or raise --min-time)"
+                )
             for impl in impls:
                 if impl not in timings:
                     continue

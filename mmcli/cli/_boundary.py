@@ -14,21 +14,34 @@ from typing import ParamSpec, TypeVar
 import typer
 
 from mmcli.errors import EXIT_INTERNAL, MmcliError
+from mmcli.text import printable
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 
+#: The longest error or hint line printed: an input quoted whole (a 100,000-character GPU
+#: name, an 800 KB layer type) is cut in the middle.
+LINE_LIMIT = 2000
+
+
+def _one_line(text: str) -> str:
+    """``text`` as one terminal line: whitespace runs (newlines included) become one space,
+    whatever else is not printable (ESC, C1 controls, bidi overrides, lone surrogates) an
+    escape, and at most :data:`LINE_LIMIT` characters, whatever the input quoted."""
+    return printable(" ".join(text.split()), LINE_LIMIT)
+
+
 def report(message: str, hint: str | None = None) -> None:
     """Print one ``error:`` line (and one ``hint:`` line) on stderr, plain text, no markup.
 
+    The lines are filtered here, whichever command words them (see :func:`_one_line`).
     Best-effort: a stderr that is closed or cannot be written loses the lines, never the
     exit code.
     """
-    first_line = " ".join(message.split())
-    text = f"error: {first_line}\n"
+    text = f"error: {_one_line(message)}\n"
     if hint:
-        text += f"hint: {' '.join(hint.split())}\n"
+        text += f"hint: {_one_line(hint)}\n"
     stream = sys.stderr
     if stream is None:  # started with stderr closed
         return

@@ -13,7 +13,7 @@ from rich.table import Table
 
 from mmcli.cli._boundary import guarded
 from mmcli.cli._output import OutputFormat, emit_json, progress, stderr, stdout
-from mmcli.cli.options import DeviceOpt, FormatOpt
+from mmcli.cli.options import DeviceOpt, FormatOpt, flag
 
 if TYPE_CHECKING:
     from mmcli.bench import BenchResult
@@ -81,7 +81,7 @@ def bench(
     ] = 1,
     quick: Annotated[
         bool,
-        typer.Option("--quick", help="A short run: placeholders 576,2304 and --min-time 0.05."),
+        flag("--quick", help="A short run: placeholders 576,2304 and --min-time 0.05."),
     ] = False,
     output_format: FormatOpt = OutputFormat.table,
 ) -> None:

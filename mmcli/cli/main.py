@@ -16,6 +16,7 @@ from mmcli.cli import bench, check_embeddings, compare, inspect
 from mmcli.cli._boundary import report
 from mmcli.cli._output import OutputClosed, OutputFailed, guarded_streams, silence
 from mmcli.cli.kv_share import app as kv_share_app
+from mmcli.cli.options import flag
 from mmcli.errors import EXIT_BAD_INPUT, EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_OK
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
@@ -41,9 +42,7 @@ def _version(value: bool) -> None:
 def root(
     version: Annotated[
         bool,
-        typer.Option(
-            "--version", callback=_version, is_eager=True, help="Show the version and exit."
-        ),
+        flag("--version", callback=_version, is_eager=True, help="Show the version and exit."),
     ] = False,
 ) -> None:
     """Diagnostics for multimodal embedding merges and cross-layer KV-cache sharing.

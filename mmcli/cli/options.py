@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from mmcli.cli._output import OutputFormat
+
+
+def flag(*names: str, **settings: Any) -> Any:
+    """``typer.Option`` for a boolean flag, shown in the help without a type: Typer prints
+    ``<bool>`` beside a flag, which reads as if it took a value (``--strict true``, where
+    ``true`` then becomes a file argument)."""
+    return typer.Option(*names, metavar="", **settings)
+
 
 FormatOpt = Annotated[
     OutputFormat,
@@ -19,10 +27,8 @@ DeviceOpt = Annotated[
         help="auto (first CUDA device if present, else CPU), cpu, cuda or cuda:N.",
     ),
 ]
-StrictOpt = Annotated[bool, typer.Option("--strict", help="Treat warnings as failures (exit 1).")]
-QuietOpt = Annotated[
-    bool, typer.Option("--quiet", "-q", help="Print only the summary and problems.")
-]
+StrictOpt = Annotated[bool, flag("--strict", help="Treat warnings as failures (exit 1).")]
+QuietOpt = Annotated[bool, flag("--quiet", "-q", help="Print only the summary and problems.")]
 
 RevisionOpt = Annotated[
     str | None,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 import torch
@@ -37,6 +38,11 @@ def read_context(header: Header, read: Reader) -> SequenceContext:
     )
 
 
+def _rows(header: Header, read: Reader) -> tuple[list[int], list[int]]:
+    counts = item_counts(header, read)
+    return counts, merged_starts(counts)
+
+
 def item_counts(header: Header, read: Reader) -> list[int]:
     """Rows per item of a merged dump, checked against the merged tensor's rows."""
     counts = _int_tensor(header, "item_counts", read)
@@ -53,13 +59,26 @@ def item_counts(header: Header, read: Reader) -> list[int]:
     return values
 
 
-def merged_item(header: Header, index: int, device: torch.device, read: Reader) -> torch.Tensor:
-    """Item ``index`` of a merged dump: its rows of the merged tensor, read now."""
-    counts = item_counts(header, read)
+def merged_starts(counts: list[int]) -> list[int]:
+    """The first merged row of each item (and, last, the total): prefix sums of ``counts``."""
+    return list(itertools.accumulate(counts, initial=0))
+
+
+def merged_item(
+    header: Header,
+    index: int,
+    device: torch.device,
+    read: Reader,
+    rows: tuple[list[int], list[int]] | None = None,
+) -> torch.Tensor:
+    """Item ``index`` of a merged dump: its rows of the merged tensor, read now. ``rows`` is
+    ``(item_counts, merged_starts)`` when the caller keeps them (reading them again, and
+    summing the counts before ``index``, for every item made a dump of n items O(n²))."""
+    counts, starts = rows if rows is not None else _rows(header, read)
     info = header.tensors["mm_embeddings"]
     width = info.shape[1]
     row_bytes = info.nbytes // max(info.shape[0], 1)
-    start = sum(counts[:index]) * row_bytes
+    start = starts[index] * row_bytes
     part: TensorInfo = info._replace(
         shape=(counts[index], width),
         begin=info.begin + start,

@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from mmcli.dtypes import dump_torch_dtype, torch_model_dtype
-from mmcli.dump.context import item_counts, merged_item
+from mmcli.dump.context import item_counts, merged_item, merged_starts
 from mmcli.dump.safetensors import FileSource, Header, TensorInfo, open_file, open_safetensors
 from mmcli.dump.schema import (
     DumpLayout,
@@ -123,6 +123,14 @@ class Dump:
         self.header = header
         self.layout = layout
         self.device = device
+        self._merged_rows: tuple[list[int], list[int]] | None = None
+
+    def _rows(self) -> tuple[list[int], list[int]]:
+        """A merged dump's ``item_counts`` and each item's first row, read once."""
+        if self._merged_rows is None:
+            counts = item_counts(self.header, read_tensor)
+            self._merged_rows = (counts, merged_starts(counts))
+        return self._merged_rows
 
     @property
     def path(self) -> Path:
@@ -159,7 +167,7 @@ class Dump:
         """Item ``index``'s shape, from the header alone."""
         self._check_index(index)
         if self.layout.merged:  # version 2: the row count is in item_counts
-            rows = item_counts(self.header, read_tensor)[index]
+            rows = self._rows()[0][index]
             return (rows, self.header.tensors["mm_embeddings"].shape[1])
         if self.layout.stacked:
             return self.header.tensors["mm_embeddings"].shape[1:]
@@ -179,7 +187,7 @@ class Dump:
         """Item ``index``'s encoder output, read now onto the device."""
         self._check_index(index)
         if self.layout.merged:  # version 2: rows of one merged 2-D tensor
-            return merged_item(self.header, index, self.device, read_tensor)
+            return merged_item(self.header, index, self.device, read_tensor, self._rows())
         if self.layout.stacked:
             info = self.header.tensors["mm_embeddings"]
             return read_tensor(self.header, info, self.device, index=index)

@@ -316,14 +316,24 @@ def _check_v2(
         raise fail("layout=merged and an item_counts tensor go together")
     if merged and not stacked:
         raise fail("layout=merged needs one mm_embeddings tensor")
+    if merged and len(dims := tensors["mm_embeddings"].shape) != 2:
+        raise fail(f"layout=merged needs a 2-D mm_embeddings (rows, hidden), got {list(dims)}")
     ids = header.metadata.get("placeholder_token_ids")
-    if ids and not all(
-        part.strip().lstrip("-").isdigit() and part.isascii() and len(part) <= _MAX_DIGITS
-        for part in ids.split(",")
-    ):
+    if ids and not all(map(_is_token_id, ids.split(","))):
         raise fail(
-            f"placeholder_token_ids {quoted(ids, 60)} is not a comma-separated list of integers"
+            f"placeholder_token_ids {quoted(ids, 60)} is not a comma-separated list of "
+            "token ids (integers from 0 below 2^63)"
         )
+
+
+def _is_token_id(part: str) -> bool:
+    """A token id as int64 holds it: ASCII digits (no sign: ``--5`` and ``-5`` are no ids),
+    below 2^63 (a larger one overflowed when the ids became a tensor)."""
+    digits = part.strip()
+    return (
+        digits.isascii() and digits.isdigit() and len(digits) <= _MAX_DIGITS
+        and int(digits) < _MAX_INT
+    )  # fmt: skip
 
 
 def token_ids(header: Header) -> tuple[int, ...]:

@@ -33,8 +33,9 @@ MAX_MEMORY_BYTES = 2**60
 MAX_COUNT = 2**40
 
 
-def parse_size(text: str) -> int:
-    """Bytes in ``20GiB``, ``80GB``, ``512MiB``, ``1.5GiB`` or a plain byte count."""
+def parse_size(text: str, *, allow_zero: bool = False) -> int:
+    """Bytes in ``20GiB``, ``80GB``, ``512MiB``, ``1.5GiB`` or a plain byte count (zero
+    refused unless ``allow_zero``: no memory is ever zero, a reserve may be)."""
     if len(text) > 64:
         raise InputError(
             f"cannot read a {len(text):,}-character memory size",
@@ -54,7 +55,7 @@ def parse_size(text: str) -> int:
         value = int(Decimal(match.group(1)) * _UNITS[unit])
     except InvalidOperation:  # pragma: no cover - the regex admits only decimals
         raise InputError(f"cannot read {text!r} as a memory size") from None
-    if value <= 0:
+    if value <= 0 and not (allow_zero and value == 0):
         raise InputError(
             f"memory size {text!r} is zero bytes", hint="give the KV-cache memory per GPU"
         )
@@ -80,7 +81,8 @@ _EXAMPLES = {
 }
 
 
-def _positive(option: str, value: int) -> None:
+def check_positive(option: str, value: int) -> None:
+    """Refuse a count option that is not positive, or larger than any engine uses."""
     if value > MAX_COUNT:
         digits = len(str(value))
         raise InputError(
@@ -157,13 +159,13 @@ class PlanOptions:
             if self.memory_bytes is not None:
                 raise TypeError("pass memory or memory_bytes, not both")
             object.__setattr__(self, "memory_bytes", parse_size(memory))
-        _positive("--max-num-batched-tokens", self.max_num_batched_tokens)
+        check_positive("--max-num-batched-tokens", self.max_num_batched_tokens)
         if self.max_model_len is not None:
-            _positive("--max-model-len", self.max_model_len)
+            check_positive("--max-model-len", self.max_model_len)
         if self.block_size is not None:
-            _positive("--block-size", self.block_size)
-        _positive("--tensor-parallel-size", self.tensor_parallel_size)
-        _positive("--pipeline-parallel-size", self.pipeline_parallel_size)
+            check_positive("--block-size", self.block_size)
+        check_positive("--tensor-parallel-size", self.tensor_parallel_size)
+        check_positive("--pipeline-parallel-size", self.pipeline_parallel_size)
         if self.pp_layer_partition is not None:
             if any(n < 0 or n > MAX_COUNT for n in self.pp_layer_partition):
                 raise InputError(
@@ -177,9 +179,9 @@ class PlanOptions:
                     hint=_EXAMPLES["--pp-layer-partition"],
                 )
         if self.max_num_seqs is not None:
-            _positive("--max-num-seqs", self.max_num_seqs)
+            check_positive("--max-num-seqs", self.max_num_seqs)
         if self.num_gpu_blocks_override is not None:
-            _positive("--num-gpu-blocks-override", self.num_gpu_blocks_override)
+            check_positive("--num-gpu-blocks-override", self.num_gpu_blocks_override)
         if self.num_draft_layers > 1000:
             raise InputError(
                 f"--num-draft-layers {self.num_draft_layers} is more than a drafter has",

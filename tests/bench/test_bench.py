@@ -423,3 +423,23 @@ def test_the_sync_debug_modes_prototype_warning_is_not_a_sync() -> None:
     sync = "called a synchronizing CUDA operation (Triggered internally at c10/cuda/...)"
     assert host_syncs_in([prototype]) == 0
     assert host_syncs_in([prototype, sync, sync]) == 2
+
+
+def test_a_noisy_copy_baseline_is_warned_about(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every "of copy" figure divides by the copy's median: a noisy copy (once, "of copy
+    965 %") is named, even when the implementations' own timings are steady."""
+
+    def timed(fn: Any, device: object, min_time: float, *, threads: int = 1) -> list[float]:
+        if getattr(fn, "__name__", "") == "clone":  # the copy ceiling: source.clone
+            return [1e-6, 1e-6, 10e-6, 10e-6]
+        return [2e-6, 2e-6, 2e-6, 2e-6]
+
+    monkeypatch.setattr(bench_run, "sample", timed)
+    options = bench.BenchOptions.parse(device="cpu", hidden=8, placeholders="9")
+    result = bench_run.run(options.workloads(), options)
+    spread = bench_run.summarise([1e-6, 1e-6, 10e-6, 10e-6] * bench_run.ROUNDS).spread
+    assert result.warnings == [
+        f"{op} copy 9×8 interleaved: the copy baseline's IQR is {spread:.0%} of its median, "
+        "so this case's share of copy is unreliable (a busy machine? rerun, or raise --min-time)"
+        for op in ("scatter", "gather")
+    ]

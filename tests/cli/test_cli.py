@@ -71,6 +71,19 @@ def test_every_command_has_help_with_an_example() -> None:
     assert result.exit_code == 0
 
 
+def test_flags_show_no_value_type() -> None:
+    """Typer prints ``<bool>`` beside a flag, and users then write ``--strict true`` (where
+    ``true`` becomes a file argument): no flag of mmcli's shows a type (Typer's own --help
+    row still does)."""
+    for name in ["", *_command_names()]:
+        sub = runner.invoke(
+            app, [*name.split(), "--help"], catch_exceptions=False, terminal_width=200
+        )
+        assert sub.exit_code == 0, name
+        rows = [line for line in sub.stdout.splitlines() if "<bool>" in line]
+        assert all("--help" in row for row in rows), (name, rows)
+
+
 def _command_names() -> list[str]:
     names: list[str] = []
     for info in app.registered_commands:

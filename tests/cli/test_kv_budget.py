@@ -78,3 +78,72 @@ def test_sweep_json_series_and_plot(tmp_path: Path) -> None:
 
 def test_plot_needs_sweep(tmp_path: Path) -> None:
     assert "--plot needs --sweep" in run(GEMMA, "--plot", str(tmp_path / "x.png"), code=2).stderr
+
+
+def refused(*args: str) -> list[str]:
+    """The stderr of an exit-2 run: exactly one error line and one hint line, nothing else."""
+    result = run(*args, code=2)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 2, result.stderr
+    assert lines[0].startswith("error: ") and lines[1].startswith("hint: "), result.stderr
+    assert result.stdout == ""
+    return lines
+
+
+def test_gpu_parallel_sizes_are_refused_with_a_hint() -> None:
+    gpu = ("--gpu", "H100", "--weights", "28GiB")
+    error, hint = refused(QWEN, *gpu, "-tp", "0")
+    assert error == "error: --tensor-parallel-size must be a positive integer, got 0"
+    assert "e.g. 1, 2, 8" in hint
+    error, hint = refused(QWEN, *gpu, "-pp", "-1")
+    assert error == "error: --pipeline-parallel-size must be a positive integer, got -1"
+    assert "e.g. 1, 2, 4" in hint
+
+
+def test_reserve_zero_is_no_reserve() -> None:
+    gpu = ("--gpu", "H100", "--weights", "28GiB", "--format", "json")
+    for zero in ("0", "0GiB"):
+        est = json.loads(run(QWEN, *gpu, "--reserve", zero).stdout)["memory_estimate"]
+        assert est["reserve_bytes"] == 0
+        assert est["kv_cache_bytes"] == est["usable_bytes"] - 28 * GiB
+    error, hint = refused(QWEN, *gpu, "--reserve", "")
+    assert error == "error: --reserve: cannot read '' as a size"
+    assert "0 for none" in hint
+
+
+def test_gpu_memory_utilization_needs_gpu() -> None:
+    for other in ((), ("--memory", "20GiB")):
+        error, _ = refused(QWEN, *other, "--gpu-memory-utilization", "0.5")
+        assert error == "error: --gpu-memory-utilization needs --gpu"
+    doc = json.loads(run(QWEN, "--gpu", "H100", "--weights", "28GiB", "--format", "json").stdout)
+    assert doc["memory_estimate"]["gpu_memory_utilization"] == 0.9  # the default, when not given
+
+
+def test_a_sweep_factor_must_be_finite() -> None:
+    for factor in ("xnan", "xinf"):
+        error, _ = refused(QWEN, "--memory", "20GiB", "--sweep", f"max-model-len=4K..16K:{factor}")
+        assert error.endswith("is not a finite number")
+
+
+def test_no_progress_line_before_an_error(tmp_path: Path, monkeypatch: Any) -> None:
+    """``Auto-fit …`` and ``wrote …`` are said once the run has worked: an exit-2 run prints
+    exactly its error and hint, whatever came before the error."""
+    auto = (QWEN, "--memory", "1GiB", "--max-model-len", "auto")
+    refused(*auto, "--sweep", "max-model-len=4K")  # the range is read before the fit
+    refused(*auto, "--emit-map", str(tmp_path / "missing" / "map.json"))
+    refused(*auto, "--emit-map", "/dev/stdout")
+    with monkeypatch.context() as patched:  # a full disk: found only once the map is written
+        patched.setattr("mmcli.atomic.os.fsync", _full_disk)
+        error, _ = refused(*auto, "--emit-map", str(tmp_path / "map.json"))
+        assert error.endswith("No space left on device")
+    done = run(*auto, "--emit-map", str(tmp_path / "map.json"))
+    lines = done.stderr.splitlines()
+    assert lines[0].startswith("Auto-fit max_model_len: reduced from 40,960")
+    assert lines[1] == f"wrote 0 map entries to {tmp_path / 'map.json'}"
+
+
+def _full_disk(fd: int) -> None:
+    import errno
+    import os
+
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))

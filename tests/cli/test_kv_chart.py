@@ -58,7 +58,7 @@ def test_png_has_size_and_ink(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     from matplotlib.image import imread
 
-    path = write_plot(gemma_sweep(), tmp_path / "out" / "capacity.png")
+    path = write_plot(gemma_sweep(), tmp_path / "capacity.png")
     assert path.stat().st_size > 10_000
     pixels = imread(str(path))
     height, width = pixels.shape[:2]
@@ -94,3 +94,11 @@ def test_plot_without_matplotlib(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
     with pytest.raises(InputError, match=r"needs matplotlib"):
         write_plot(gemma_sweep(), tmp_path / "x.png")
+
+
+def test_plot_is_not_written_into_a_missing_directory(tmp_path: Path) -> None:
+    """Like every output: the directory must exist (a typo in it is not silently created)."""
+    pytest.importorskip("matplotlib")
+    with pytest.raises(InputError, match=r"^cannot write .*out is not a directory$"):
+        write_plot(gemma_sweep(), tmp_path / "out" / "capacity.png")
+    assert list(tmp_path.iterdir()) == []

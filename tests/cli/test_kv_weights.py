@@ -155,3 +155,33 @@ def test_without_weights_a_config_it_cannot_estimate_is_refused() -> None:
     toy = str(ROOT / "samples" / "kv" / "toy.toml")
     result = CliRunner().invoke(app, ["kv-share", "plan", toy, "--gpu", "H100"])
     assert result.exit_code == 2 and "give --weights" in result.stderr
+
+
+def test_the_weights_file_is_an_input_no_output_replaces(tmp_path: Path) -> None:
+    """``--emit-map`` (or ``--plot`` through a link) onto ``--weights FILE.safetensors`` is
+    refused as an input of the run; the file keeps every byte."""
+    weights = shard(tmp_path / "model.safetensors")
+    before = weights.read_bytes()
+    (tmp_path / "w.png").symlink_to(weights)
+    base = ["kv-share", "plan", QWEN, "--gpu", "H100", "--weights", str(weights)]
+    for output in (
+        ["--emit-map", str(weights)],
+        ["--sweep", "max-model-len=4K..8K", "--plot", str(tmp_path / "w.png")],
+    ):
+        result = CliRunner().invoke(app, [*base, *output], catch_exceptions=False)
+        assert result.exit_code == 2, result.stdout + result.stderr
+        lines = result.stderr.splitlines()
+        assert len(lines) == 2 and "it is an input of this run" in lines[0], result.stderr
+        assert lines[1].startswith("hint: ")
+        assert weights.read_bytes() == before
+
+
+def test_a_key_repeated_in_the_index_is_refused(tmp_path: Path) -> None:
+    """JSON would keep the last ``total_size``; which one was meant is unknown."""
+    index = tmp_path / "model.safetensors.index.json"
+    index.write_text('{"metadata": {"total_size": 16060522496, "total_size": 1}, "weight_map": {}}')
+    error, hint = refused(str(index))
+    assert error == (
+        f"error: --weights: {index}: the key 'total_size' appears more than once in one object"
+    )
+    assert hint.startswith("hint: give each key once")

@@ -360,9 +360,55 @@ SCHEMA_CASES: dict[str, tuple[bytes, str]] = {
         "… (9988 more)",
     ),
 }
+# placeholder_token_ids that int() or an int64 tensor cannot take (exit 3 before).
+for _name, _ids in {"double-minus": "--5", "2^63": str(1 << 63), "negative": "9,-5"}.items():
+    SCHEMA_CASES[f"token-ids-{_name}"] = (
+        raw(
+            dump_header(
+                {"format_version": "2", "placeholder_token_ids": _ids}, **{"mm_embeddings.0": ITEM}
+            ),
+            ITEM_DATA,
+        ),
+        "is not a comma-separated list of token ids",
+    )
+# A merged mm_embeddings that is not 2-D (rows, hidden): 0-D gave an IndexError (exit 3).
+for _name, _shape in {"0-d": [], "3-d": [1, 1, H]}.items():
+    _bytes = 4 * (H if _shape else 1)
+    SCHEMA_CASES[f"merged-{_name}"] = (
+        raw(
+            dump_header(
+                {"format_version": "2", "layout": "merged"},
+                mm_embeddings=entry("F32", _shape, 0, _bytes),
+                item_counts=entry("I64", [1], _bytes, _bytes + 8),
+            ),
+            bytes(_bytes) + struct.pack("<q", 1),
+        ),
+        "layout=merged needs a 2-D mm_embeddings (rows, hidden)",
+    )
 for _name, (_content, _message) in SCHEMA_CASES.items():
     CASES[f"check-embeddings/{_name}"] = Case(_check(_content), 2, _message)
     CASES[f"inspect/{_name}"] = Case(_inspect(_content), 0, "not an mm_dump dump")
+
+
+def _merged_empty_items(n: int) -> bytes:
+    """A merged dump of ``n`` items of no rows: each item's rows were found by reading
+    item_counts again and summing the counts before it (O(n²): minutes at 20,000)."""
+    return raw(
+        dump_header(
+            {"format_version": "2", "layout": "merged"},
+            mm_embeddings=entry("F32", [0, H], 0, 0),
+            item_counts=entry("I64", [n], 0, 8 * n),
+        ),
+        bytes(8 * n),
+    )
+
+
+CASES["check-embeddings/merged-20000-empty-items"] = Case(
+    _check(_merged_empty_items(20_000), "--format", "json"), 0, '"items": 20000'
+)
+CASES["inspect/merged-20000-empty-items"] = Case(
+    _inspect(_merged_empty_items(20_000)), 0, "20000 items (one merged tensor"
+)
 
 
 # -- every dtype in every role: a finding or a clean refusal, never a missing kernel ---------

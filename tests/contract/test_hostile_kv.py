@@ -78,7 +78,25 @@ CASES: dict[str, Case] = {
         2,
         "the key 'name' appears more than once",
     ),
-    "emit/dev-null": Case(_emit(lambda t: "/dev/null"), 2, "not a regular file"),
+    "json/escape-and-newline-in-a-layer-name": Case(
+        _plan_config(
+            _write(
+                "esc.json",
+                b'{"layers": [{"name": "a\\u001b[2J\\nb", "attention": "weird"}]}',
+            )
+        ),
+        2,
+        "layers[0] (a\\x1b[2J b): unknown attention type",
+    ),
+    "json/100000-character-attention-type": Case(
+        _plan_config(
+            _write("long.json", b'{"layers": [{"name": "a", "attention": "%s"}]}' % (b"w" * 10**5))
+        ),
+        2,
+        "characters left out",
+    ),
+    "emit/dev-null": Case(_emit(lambda t: "/dev/null"), 0, None),  # the null device only
+    "emit/dev-full": Case(_emit(lambda t: "/dev/full"), 2, "not a regular file"),
     "emit/dev-stdout": Case(_emit(lambda t: "/dev/stdout"), 2, "not a regular file"),
     "emit/fifo": Case(_emit(_fifo), 2, "not a regular file"),
     "emit/stdout-dash": Case(_emit(lambda t: "-"), 2, "--emit-map -"),
@@ -94,6 +112,143 @@ CASES: dict[str, Case] = {
     ),
     "emit/directory": Case(_emit(lambda t: str(t)), 2, "is a directory"),
 }  # fmt: skip
+
+
+#: A small sweep of the toy config (4 points, no matplotlib needed to refuse its --plot).
+SWEEP = ["--memory", "1GiB", "--sweep", "max-model-len=1K..4K"]
+
+
+def _plot_link_to(name: str) -> Callable[[Path, Path], str]:
+    def build(tmp: Path, config: Path) -> str:
+        (tmp / "p.png").symlink_to(tmp / name)
+        return str(tmp / "p.png")
+
+    return build
+
+
+def _plot_fifo(tmp: Path, config: Path) -> str:
+    os.mkfifo(tmp / "p.png")
+    return str(tmp / "p.png")
+
+
+def _plot_directory(tmp: Path, config: Path) -> str:
+    (tmp / "p.svg").mkdir()
+    return str(tmp / "p.svg")
+
+
+#: ``--plot`` targets refused before any planning, like every output (``atomic_write``): the
+#: run's config (a copy in tmp) is passed as MODEL, and must keep every byte.
+PLOT_CASES: dict[str, tuple[Callable[[Path, Path], str], str]] = {
+    "plot/link-to-the-config": (_plot_link_to("toy.json"), "it is an input of this run"),
+    "plot/link-to-the-map": (_plot_link_to("map.json"), "it is an input of this run"),
+    "plot/fifo": (_plot_fifo, "not a regular file"),
+    "plot/directory": (_plot_directory, "is a directory"),
+    "plot/missing-directory": (lambda t, c: str(t / "no" / "p.png"), "is not a directory"),
+    "plot/dev-full": (lambda t, c: "/dev/full.png", "not a regular file"),
+    "plot/not-png-or-svg": (lambda t, c: str(t / "p.pdf"), "neither .png nor .svg"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PLOT_CASES))
+def test_hostile_plot(tmp_path: Path, name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MMCLI_DEBUG", raising=False)
+    make, message = PLOT_CASES[name]
+    config = tmp_path / "toy.json"
+    config.write_text(json.dumps(_TOY_JSON), encoding="utf-8")
+    (tmp_path / "map.json").write_text("{}", encoding="utf-8")
+    target = make(tmp_path, config)
+    before = {p: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    args = ["kv-share", "plan", str(config), "--map", str(tmp_path / "map.json")]
+    code, out, err, elapsed = _in_process([*args, *SWEEP, "--plot", target])
+    assert "Traceback" not in out + err
+    assert elapsed < TIME_LIMIT_S, f"{name} took {elapsed:.1f} s"
+    assert code == 2, (out, err)
+    lines = err.splitlines()
+    assert len(lines) == 2, err
+    assert lines[0].startswith("error: ") and lines[1].startswith("hint: "), err
+    assert message in lines[0] and "cannot read" not in lines[0], err
+    assert out == ""
+    assert {p: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before
+    assert not (tmp_path / "no").exists()
+
+
+#: The toy config as JSON (so that a copy of it in tmp reads as the sample does).
+_TOY_JSON = {
+    "name": "toy",
+    "max_model_len": 8192,
+    "layers": [
+        {
+            "name": f"model.layers.{i}.self_attn.attn",
+            "num_kv_heads": 8,
+            "head_size": 64,
+            "dtype": "float16",
+        }
+        for i in range(4)
+    ],
+}
+
+
+def test_plot_write_failure_keeps_the_old_plot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plot that cannot be written (a full disk) is one "cannot write" line; the plot
+    already there keeps every byte, and no temporary file is left."""
+    pytest.importorskip("matplotlib")
+    import errno
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    plot = tmp_path / "p.png"
+    plot.write_bytes(b"the old plot")
+    monkeypatch.setattr("mmcli.atomic.os.fsync", full)
+    code, out, err, _ = _in_process(["kv-share", "plan", TOY, *SWEEP, "--plot", str(plot)])
+    assert code == 2, err
+    assert err.splitlines()[0] == f"error: cannot write {plot}: No space left on device", err
+    assert len(err.splitlines()) == 2 and out == ""
+    assert plot.read_bytes() == b"the old plot" and list(tmp_path.iterdir()) == [plot]
+
+
+def test_plot_title_of_a_hostile_model_name(tmp_path: Path) -> None:
+    """A lone surrogate (matplotlib cannot encode it), ``$`` (mathtext) and a 1 MiB name (a
+    minute of text layout) make a plot, quickly, whose title shows at most 80 characters."""
+    pytest.importorskip("matplotlib")
+    for name in ("bad\udc80name", "$x^$", "n" * (1 << 20)):
+        config = tmp_path / "c.json"
+        config.write_text(json.dumps({**_TOY_JSON, "name": name}), encoding="utf-8")
+        plot = tmp_path / "p.svg"
+        code, _, err, elapsed = _in_process(
+            ["kv-share", "plan", str(config), *SWEEP, "--plot", str(plot), "--format", "json"]
+        )
+        assert code == 0, err
+        assert elapsed < TIME_LIMIT_S, f"{name[:20]!r} took {elapsed:.1f} s"
+        assert err.splitlines()[-1] == f"wrote {plot}"
+        assert "n" * 81 not in plot.read_text(encoding="utf-8")
+
+
+def test_config_and_map_through_dev_stdin(tmp_path: Path) -> None:
+    """``cat cfg | mmcli kv-share plan /dev/stdin`` reads the pipe as ``-`` does (a FIFO
+    named by any other path is still refused: it could block)."""
+    import subprocess
+    import sys
+
+    if not Path("/dev/stdin").exists():
+        pytest.skip("no /dev/stdin")
+    command = [sys.executable, "-m", "mmcli", "kv-share", "plan"]
+    config = json.dumps(_TOY_JSON).encode()
+    done = subprocess.run(
+        [*command, "/dev/stdin", "--format", "json"], input=config, capture_output=True, cwd=REPO
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["model"] == "toy"
+    mapping = json.dumps({LAYER0: None}).encode()
+    done = subprocess.run(
+        [*command, TOY, "--map", "/dev/stdin", "--format", "json"],
+        input=mapping,
+        capture_output=True,
+        cwd=REPO,
+    )
+    assert done.returncode == 0, done.stderr
 
 
 def _in_process(args: list[str]) -> tuple[int, str, str, float]:
@@ -116,6 +271,8 @@ def test_hostile_kv(tmp_path: Path, name: str, monkeypatch: pytest.MonkeyPatch) 
     before = Path(TOY).read_bytes()
     code, out, err, elapsed = _in_process(case.build(tmp_path))
     assert "Traceback" not in out + err
+    assert "\x1b" not in out + err  # input is never a terminal escape
+    assert max(map(len, err.splitlines()), default=0) <= 2100, err[:200]
     assert elapsed < TIME_LIMIT_S, f"{name} took {elapsed:.1f} s"
     assert code == case.code, (out, err)
     if code == 2:

@@ -9,12 +9,14 @@ from typing import Annotated, Any
 import typer
 
 from mmcli.cli._boundary import guarded
-from mmcli.cli._output import OutputFormat, emit_json, stderr, stdout
+from mmcli.cli._output import OutputFormat, emit_json, stdout
 from mmcli.cli.kv_share import engines as eng
 from mmcli.cli.kv_share import vllm_options as vo
 from mmcli.cli.kv_share.explain import register_explain
-from mmcli.cli.options import FormatOpt, RevisionOpt
+from mmcli.cli.kv_share.outputs import Notes, check_outputs
+from mmcli.cli.options import FormatOpt, RevisionOpt, flag
 from mmcli.errors import EXIT_FINDINGS, EXIT_OK, InputError
+from mmcli.text import printable
 
 app = typer.Typer(
     help="Cross-layer KV-cache sharing: validate maps and plan KV memory.",
@@ -71,7 +73,7 @@ def plan(
     ] = None,
     allow_long_max_model_len: Annotated[
         bool,
-        typer.Option("--allow-long-max-model-len", help="VLLM_ALLOW_LONG_MAX_MODEL_LEN=1."),
+        flag("--allow-long-max-model-len", help="VLLM_ALLOW_LONG_MAX_MODEL_LEN=1."),
     ] = False,
     max_num_batched_tokens: Annotated[
         int | None,
@@ -108,16 +110,18 @@ def plan(
         ),
     ] = None,
     gpu_memory_utilization: Annotated[
-        float,
+        float | None,
         typer.Option(
-            "--gpu-memory-utilization", help="With --gpu: the share of GPU memory vLLM uses."
+            "--gpu-memory-utilization",
+            help="With --gpu: the share of GPU memory vLLM uses (default 0.9).",
+            show_default=False,
         ),
-    ] = 0.9,
+    ] = None,
     reserve: Annotated[
         str | None,
         typer.Option(
             "--reserve",
-            help="With --gpu: activation and CUDA-graph memory held back (default 2GiB).",
+            help="With --gpu: activation and CUDA-graph memory held back (default 2GiB; 0: none).",
         ),
     ] = None,
     sweep: Annotated[
@@ -167,7 +171,7 @@ def plan(
     ] = None,
     async_scheduling: Annotated[
         bool,
-        typer.Option(
+        flag(
             "--async-scheduling/--no-async-scheduling",
             help="Async scheduling (vLLM's default) keeps 2 batches in flight: from 0.26 a "
             "sliding window reserves blocks for both.",
@@ -175,7 +179,7 @@ def plan(
     ] = True,
     enable_prefix_caching: Annotated[
         bool | None,
-        typer.Option(
+        flag(
             "--enable-prefix-caching/--no-enable-prefix-caching",
             help="Prefix caching: hybrid models then keep 2 states per request (default: the "
             "release's default, on from 0.26).",
@@ -191,39 +195,16 @@ def plan(
     ] = "auto",
     disable_hybrid: Annotated[
         bool,
-        typer.Option(
+        flag(
             "--disable-hybrid-kv-cache-manager",
             help="Plan sliding and chunked layers as full attention (one group), as vLLM does "
             "with this flag.",
         ),
     ] = False,
     chunked_hybrid: vo.ChunkedHybridOpt = None,
-    num_draft_layers: Annotated[
-        int,
-        typer.Option(
-            "--num-draft-layers",
-            help="Attention layers a speculative-decoding drafter adds to the same pool (an "
-            "EAGLE head: 1), with the target model's geometry.",
-        ),
-    ] = 0,
-    mtp: Annotated[
-        bool,
-        typer.Option(
-            "--mtp",
-            help="Plan the config's multi-token-prediction layers too (vLLM builds them for "
-            "speculative decoding with method mtp / deepseek_mtp).",
-        ),
-    ] = False,
-    num_speculative_tokens: Annotated[
-        int | None,
-        typer.Option(
-            "--num-speculative-tokens",
-            min=1,
-            help="num_speculative_tokens of vLLM's --speculative-config (default with --mtp: "
-            "the MTP layer count): a Mamba / GDN state keeps that many more blocks per "
-            "request and, for most hybrids, a wider conv state (vLLM 0.32+).",
-        ),
-    ] = None,
+    num_draft_layers: vo.DraftLayersOpt = 0,
+    mtp: vo.MtpOpt = False,
+    num_speculative_tokens: vo.SpeculativeTokensOpt = None,
     max_num_seqs: Annotated[
         int | None,
         typer.Option(
@@ -240,7 +221,7 @@ def plan(
     ] = None,
     strict: Annotated[
         bool,
-        typer.Option(
+        flag(
             "--strict",
             help="Treat sharing the engine accepts but that is likely a mistake (a sliding "
             "layer reading a full layer's cache) as an error.",
@@ -258,7 +239,7 @@ def plan(
         typer.Option("--emit-map", help="Write the resolved map {layer: target} as JSON here."),
     ] = None,
     all_layers: Annotated[
-        bool, typer.Option("--all-layers", help="One table row per layer (no folding).")
+        bool, flag("--all-layers", help="One table row per layer (no folding).")
     ] = False,
     engine: eng.EngineOpt = "vllm",
     sglang_version: eng.SglangVersionOpt = None,
@@ -281,6 +262,7 @@ def plan(
     from mmcli.kv.inputs.model_source import resolve_model
     from mmcli.kv.options import PlanOptions
     from mmcli.kv.plan import plan_kv_cache
+    from mmcli.kv.whatif.sweep import parse_sweep
 
     partition = parse_partition(pp_layer_partition) if pp_layer_partition is not None else None
     length = parse_max_model_len(max_model_len, vllm_version)
@@ -295,16 +277,18 @@ def plan(
     )
     given = {"--map": map_path, "--sweep": sweep, "--emit-map": emit_map}
     eng.refuse_vllm_only(engines, {**given, "--max-model-len auto": length == "auto"})
-    vllm_args = {"--block-size": block_size, "--vllm-version": vllm_version, "--mtp": mtp}
+    vllm_args: dict[str, object] = {"--block-size": block_size, "--vllm-version": vllm_version}
     vllm_args |= {"--num-speculative-tokens": num_speculative_tokens}
     vllm_args |= {"--enable-prefix-caching": enable_prefix_caching, "--max-num-seqs": max_num_seqs}
     vllm_args |= {"--num-gpu-blocks-override": num_gpu_blocks_override, "--strict": strict}
-    vllm_args |= {"--disable-hybrid-kv-cache-manager": disable_hybrid}
+    vllm_args |= {"--disable-hybrid-kv-cache-manager": disable_hybrid, "--mtp": mtp}
+    vllm_args |= {"--gpu-memory-utilization": gpu_memory_utilization}
     vllm_args |= vo.vllm_only(chunked_hybrid)
     if engines.engine in ("sglang", "trtllm"):  # with all, they shape vLLM's column
         eng.refuse_vllm_only(engines, {**vllm_args, "--num-draft-layers": num_draft_layers})
     if plot is not None and sweep is None:
         raise InputError("--plot needs --sweep", hint="e.g. --sweep max-model-len=4K..128K")
+    spec = parse_sweep(sweep) if sweep is not None else None  # refused before any planning
     source = resolve_model(config, revision)
     est, figure = gpu_budget(
         gpu, memory, weights, reserve, source, revision, engines.engine, gpu_memory_utilization,
@@ -357,25 +341,26 @@ def plan(
 
     model = load_config(source.config)
     map_findings = apply_map(model, load_map(map_path)) if map_path is not None else []
+    check_outputs(emit_map, plot)  # every input is read (and protected): before planning
+    notes = Notes()  # said once the command has worked, never before an error
     if length == "auto":
         from mmcli.kv.whatif.fit import fit_max_model_len
 
         fit = fit_max_model_len(model, options)
-        stderr().print(fit.message())
+        notes.append(fit.message())
         options = replace(options, max_model_len=fit.fitted)
-    if sweep is not None:
+    if spec is not None:
         from mmcli.cli.kv_share.chart import sweep_command
 
-        sweep_command(model, options, sweep, plot, output_format, est)
+        sweep_command(model, options, spec, plot, output_format, est, notes)
     result = plan_kv_cache(model, options, extra_findings=map_findings)
     aliasing = None if result.has_map_errors else check_aliasing(result, target_device)
     if emit_map is not None:
         written = write_map(emit_map, result.sharing_map())
-        from rich.markup import escape
-
-        stderr().print(f"wrote {written} map entries to {escape(str(emit_map))}")
+        notes.append(f"wrote {written} map entries to {printable(str(emit_map))}")
     if engines.engine == "all":
         code = eng.run_engines(engines, source, options, gpu, figure, output_format, vllm=result)
+        notes.say()
         raise typer.Exit(code)
     exit_code = EXIT_FINDINGS if result.has_errors else EXIT_OK
     if aliasing is not None and not aliasing.verified:
@@ -397,6 +382,7 @@ def plan(
         if est is not None:
             stdout().print(estimate_panel(est))
         render_plan(result, aliasing, all_layers=all_layers)
+    notes.say()
     raise typer.Exit(exit_code)
 
 

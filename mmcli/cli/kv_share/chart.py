@@ -6,18 +6,21 @@ The terminal chart needs nothing beyond Rich. The image needs matplotlib, an opt
 
 from __future__ import annotations
 
+import io
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import typer
 from rich.console import Console, Group
-from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from mmcli.atomic import atomic_write, check_target
 from mmcli.cli._output import OutputFormat, emit_json, stderr, stdout
 from mmcli.errors import EXIT_OK, InputError
-from mmcli.kv.whatif.sweep import Sweep
+from mmcli.kv.whatif.sweep import Sweep, SweepSpec
+from mmcli.text import printable
 
 _EIGHTHS = " ▏▎▍▌▋▊▉█"
 _WITH, _WITHOUT = "█", "▒"
@@ -107,11 +110,7 @@ def render_sweep(sweep: Sweep, console: Console | None = None) -> None:
 
 def write_plot(sweep: Sweep, path: Path) -> Path:
     """Draw max concurrency and KV tokens against the swept value into a PNG or SVG file."""
-    fmt = path.suffix.lower().lstrip(".")
-    if fmt not in ("png", "svg"):
-        raise InputError(
-            f"--plot: {path} is neither .png nor .svg", hint="name the image FILE.png or FILE.svg"
-        )
+    fmt = _plot_format(path)
     try:
         from matplotlib.figure import Figure
         from matplotlib.ticker import FuncFormatter
@@ -148,10 +147,46 @@ def write_plot(sweep: Sweep, path: Path) -> Path:
         ax.grid(True, alpha=0.3)
         if sweep.shares:
             ax.legend()
-    fig.suptitle(f"{sweep.model}: capacity by {'KV memory' if memory else 'max_model_len'}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format=fmt)
+    swept = "KV memory" if memory else "max_model_len"
+    fig.suptitle(f"{_title_text(sweep.model)}: capacity by {swept}")
+    # Drawn in memory, then written like every other output (atomic_write): never through a
+    # FIFO or a device, never over an input (a symlink to one included), never into a
+    # directory that does not exist, and an existing plot is kept whole when drawing fails.
+    image = io.BytesIO()
+    fig.savefig(image, format=fmt)
+    with atomic_write(path) as out:
+        out.write(image.getbuffer())
     return path
+
+
+#: The longest model name a plot title shows (a longer one is cut in the middle).
+_TITLE_LIMIT = 80
+
+
+def _title_text(name: str) -> str:
+    """A model name as a plot title can hold it: control characters and lone surrogates
+    escaped (matplotlib cannot encode a surrogate), cut to :data:`_TITLE_LIMIT` characters
+    (laying out a megabyte of text takes minutes), and ``$`` escaped so that matplotlib does
+    not read the name as mathematical text."""
+    return printable(name, _TITLE_LIMIT).replace("$", r"\$")
+
+
+def check_plot_path(path: Path) -> None:
+    """Refuse a ``--plot`` target before any planning: a suffix that is not .png or .svg, or
+    a path :func:`~mmcli.atomic.atomic_write` would refuse (a device, an input, a directory,
+    a missing parent directory)."""
+    _plot_format(path)
+    check_target(path)
+
+
+def _plot_format(path: Path) -> str:
+    fmt = path.suffix.lower().lstrip(".")
+    if fmt not in ("png", "svg"):
+        raise InputError(
+            f"--plot: {printable(str(path))} is neither .png nor .svg",
+            hint="name the image FILE.png or FILE.svg",
+        )
+    return fmt
 
 
 def _nan(value: float | None) -> float:
@@ -161,18 +196,18 @@ def _nan(value: float | None) -> float:
 def sweep_command(
     model: Any,
     options: Any,
-    text: str,
+    spec: SweepSpec,
     plot: Path | None,
     output_format: OutputFormat,
     est: Any,
+    notes: Sequence[str] = (),
 ) -> None:
-    """``--sweep``: plan over a range, print its table and chart (or JSON), exit."""
-    from mmcli.kv.whatif.sweep import parse_sweep, run_sweep
+    """``--sweep``: plan over a range, print its table and chart (or JSON), then ``notes``
+    (lines for stderr held back until the command has succeeded), exit."""
+    from mmcli.kv.whatif.sweep import run_sweep
 
-    swept = run_sweep(model, options, parse_sweep(text))
-    if plot is not None:
-        written = write_plot(swept, plot)
-        stderr().print(f"wrote {escape(str(written))}")
+    swept = run_sweep(model, options, spec)
+    written = write_plot(swept, plot) if plot is not None else None
     if output_format is OutputFormat.json:
         doc = {"sweep": swept.to_json(), "exit_code": EXIT_OK}
         if est is not None:
@@ -184,4 +219,8 @@ def sweep_command(
 
             stdout().print(estimate_panel(est))
         render_sweep(swept)
+    for note in notes:  # said once the command has succeeded, never before an error
+        stderr().print(note, markup=False)
+    if written is not None:
+        stderr().print(f"wrote {printable(str(written))}", markup=False)
     raise typer.Exit(EXIT_OK)

@@ -1,4 +1,5 @@
-"""``kv-share plan`` options that stand for a vLLM environment variable, not a flag."""
+"""``kv-share plan`` options of vLLM's alone: speculative decoding's, and those that stand for
+a vLLM environment variable, not a flag."""
 
 from __future__ import annotations
 
@@ -6,9 +7,38 @@ from typing import Annotated
 
 import typer
 
+from mmcli.cli.options import flag
+
+DraftLayersOpt = Annotated[
+    int,
+    typer.Option(
+        "--num-draft-layers",
+        help="Attention layers a speculative-decoding drafter adds to the same pool (an "
+        "EAGLE head: 1), with the target model's geometry.",
+    ),
+]
+MtpOpt = Annotated[
+    bool,
+    flag(
+        "--mtp",
+        help="Plan the config's multi-token-prediction layers too (vLLM builds them for "
+        "speculative decoding with method mtp / deepseek_mtp).",
+    ),
+]
+SpeculativeTokensOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--num-speculative-tokens",
+        min=1,
+        help="num_speculative_tokens of vLLM's --speculative-config (default with --mtp: "
+        "the MTP layer count): a Mamba / GDN state keeps that many more blocks per "
+        "request and, for most hybrids, a wider conv state (vLLM 0.32+).",
+    ),
+]
+
 ChunkedHybridOpt = Annotated[
     bool | None,
-    typer.Option(
+    flag(
         "--chunked-local-attn-hybrid/--no-chunked-local-attn-hybrid",
         help="VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1 / 0: chunked local layers "
         "(Llama 4) keep their own groups, or the hybrid manager is off and they are planned as "

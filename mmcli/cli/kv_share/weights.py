@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mmcli.atomic import protect
 from mmcli.errors import InputError
 from mmcli.kv.inputs.model_source import ModelSource
 from mmcli.text import printable, quoted
@@ -177,4 +178,5 @@ def safetensors_total(path: Path) -> int:
         header = read_header(path)
     except InputError as exc:
         raise InputError(f"--weights: {exc.message}", hint=exc.hint) from None
+    protect(path)  # an input: --emit-map or --plot may not replace it
     return sum(t.nbytes for t in header.tensors.values())

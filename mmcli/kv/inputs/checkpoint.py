@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from mmcli.errors import InputError
-from mmcli.kv.inputs.readers import parse_json, read_text
+from mmcli.kv.inputs.readers import parse_json, read_text, unique_keys
 from mmcli.text import printable
 
 _INDEX_HINT = "a safetensors index written by transformers has {'metadata': {'total_size': N}}"
@@ -15,7 +15,8 @@ _INDEX_HINT = "a safetensors index written by transformers has {'metadata': {'to
 def index_total(path: Path) -> int:
     """``metadata.total_size`` of a ``model.safetensors.index.json``: every tensor's bytes."""
     try:
-        doc: Any = parse_json(path, read_text(path), hint=_INDEX_HINT)
+        text = read_text(path)
+        doc: Any = parse_json(path, text, hint=_INDEX_HINT, object_pairs_hook=unique_keys(path))
     except InputError as exc:
         raise InputError(f"--weights: {exc.message}", hint=exc.hint) from None
     meta = doc.get("metadata") if isinstance(doc, dict) else None

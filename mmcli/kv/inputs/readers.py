@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -50,8 +51,21 @@ def _read_stdin() -> bytes:
     return data
 
 
+def _names_stdin(name: str) -> bool:
+    """Whether ``name`` (``/dev/stdin``, ``/dev/fd/0``) is the pipe (or socket) this process
+    reads as stdin: read as ``-`` is. Any other device or FIFO stays refused (a stdin of
+    ``/dev/null`` does not make ``/dev/null`` a config), and a regular file is read by path."""
+    try:
+        st, own = os.stat(name), os.fstat(0)
+    except OSError:
+        return False
+    piped = stat.S_ISFIFO(st.st_mode) or stat.S_ISSOCK(st.st_mode)
+    return piped and (st.st_dev, st.st_ino) == (own.st_dev, own.st_ino)
+
+
 def read_bytes(path: Path) -> bytes:
-    """A config or map file's bytes: ``-`` is stdin; anything else must be a regular file.
+    """A config or map file's bytes: ``-`` is stdin (and so is a path naming the pipe that is
+    stdin, such as ``/dev/stdin``); anything else must be a regular file.
 
     The file is opened by :func:`mmcli.files.open_regular`, as the dump reader opens a dump:
     the path is checked before opening (so no device is ever opened) and the descriptor after
@@ -60,7 +74,7 @@ def read_bytes(path: Path) -> bytes:
     and nothing over :data:`MAX_INPUT_BYTES` is read.
     """
     name = os.fspath(path)
-    if name == "-":
+    if name == "-" or _names_stdin(name):
         return _read_stdin()
     if not name:
         raise InputError("empty path ''", hint=_HINT_FILE)
@@ -167,7 +181,7 @@ def parse_toml(path: Path, text: str) -> dict[str, Any]:
     return doc
 
 
-def _unique_keys(path: Path) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:
+def unique_keys(path: Path) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:
     """An ``object_pairs_hook`` refusing a key repeated in one JSON object (JSON itself would
     silently keep the last value)."""
 
@@ -198,5 +212,5 @@ def read_json_or_toml(path: Path) -> Any:
         path,
         text,
         hint="check the file's syntax (TOML files need the .toml suffix)",
-        object_pairs_hook=_unique_keys(path),
+        object_pairs_hook=unique_keys(path),
     )

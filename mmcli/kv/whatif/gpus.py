@@ -29,7 +29,7 @@ from typing import Any, Final
 
 from mmcli.errors import InputError
 from mmcli.kv.inputs.checkpoint import index_total as index_total  # re-exported
-from mmcli.kv.options import parse_size
+from mmcli.kv.options import check_positive, parse_size
 
 GIB: Final = 2**30
 
@@ -215,12 +215,16 @@ def estimate_kv_budget(
             hint="vLLM's default is 0.9",
         )
     if gpu.total_bytes <= 0:
-        raise InputError("--gpu: the GPU memory must be positive")
+        raise InputError(
+            "--gpu: the GPU memory must be positive", hint="e.g. --gpu H100 or --gpu 79GiB"
+        )
     if weights_bytes < 0 or reserve < 0:
-        raise InputError("--weights and --reserve must not be negative")
-    for option, value in (("--tensor-parallel-size", tp), ("--pipeline-parallel-size", pp)):
-        if value <= 0:
-            raise InputError(f"{option} must be a positive integer, got {value}")
+        raise InputError(
+            "--weights and --reserve must not be negative",
+            hint="e.g. --weights 16GiB --reserve 2GiB",
+        )
+    check_positive("--tensor-parallel-size", tp)
+    check_positive("--pipeline-parallel-size", pp)
     return Estimate(
         gpu, utilization, weights_bytes, tp, pp, reserve, weights_source, weights_estimated
     )

@@ -10,6 +10,7 @@ of 1000 and ``K``/``M`` powers of 1024 (``128K`` = 131,072, ``128k`` = 128,000).
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, replace
 from typing import Any, Final
@@ -84,6 +85,8 @@ def _values(start: int, stop: int, steps: str, text: str) -> tuple[int, ...]:
             factor = float(steps[1:])
         except ValueError:
             raise InputError(f"--sweep: cannot read the factor in {text!r}", hint=_HINT) from None
+        if not math.isfinite(factor):  # NaN compares false with everything: no points
+            raise InputError(f"--sweep: the factor in {text!r} is not a finite number", hint=_HINT)
         if factor <= 1:
             raise InputError(f"--sweep: the factor in {text!r} must be above 1", hint=_HINT)
         values = [start]
