@@ -72,10 +72,12 @@ def run(
             timings = {name: summarise(times) for name, times in samples.items()}
             copy = timings["copy"]
             if copy.spread > SPREAD_WARNING:  # every case's "of copy" figure divides by it
+                # Worded as the implementations' noise is (the label names the copy), so a
+                # reader and a tool see one kind of warning: this case's share of copy is
+                # as unreliable as its baseline.
                 result.warnings.append(
-                    f"{w.label(op, 'copy')}: the copy baseline's IQR is {copy.spread:.0%} of its "
-                    "median, so this case's share of copy is unreliable (a busy machine? rerun, "
-                    "or raise --min-time)"
+                    f"{w.label(op, 'copy')}: IQR {copy.spread:.0%} of the median (a busy "
+                    "machine? rerun, or raise --min-time)"
                 )
             for impl in impls:
                 if impl not in timings:

@@ -72,3 +72,77 @@ def test_bad_inputs_exit_2(tmp_path: Path) -> None:
     assert missing.exit_code == 2 and "cannot read" in missing.stderr
     result = explain(str(LOG), "--config", str(CONFIG), "--vllm-version", "x.y")
     assert result.exit_code == 2 and "cannot read 'x.y' as a vLLM release" in result.stderr
+
+
+def _refused(result: Any, *words: str) -> None:
+    assert result.exit_code == 2, result.stdout + result.stderr
+    error, hint = result.stderr.splitlines()
+    assert error.startswith("error: ") and hint.startswith("hint: ")
+    for word in words:
+        assert word in error + hint
+
+
+def test_a_malformed_figure_is_not_a_crash(tmp_path: Path) -> None:
+    # Before: float('1.2.3') escaped as an internal error (exit 3).
+    log = tmp_path / "bad.log"
+    log.write_text("INFO Available KV cache memory: 1.2.3 GiB\n", encoding="utf-8")
+    _refused(explain(str(log), "--config", str(CONFIG)), "no KV-cache report")
+
+
+def test_the_log_can_come_from_stdin() -> None:
+    # Before: '-' was opened as a file named '-' (exit 2, "No such file or directory").
+    with LOG.open("rb") as stream:
+        result = runner.invoke(
+            app, ["kv-share", "explain", "-", "--config", str(CONFIG)], input=stream.read()
+        )
+    assert result.exit_code == 0, result.stderr
+    assert "42,656" in result.stdout
+
+
+def test_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
+    # Before: open() waited for a writer forever. Run in a child, so a hang fails the test.
+    import os
+    import subprocess
+    import sys
+
+    fifo = tmp_path / "log.fifo"
+    os.mkfifo(fifo)
+    command = [sys.executable, "-m", "mmcli", "kv-share", "explain", str(fifo), "--config"]
+    done = subprocess.run(
+        [*command, str(CONFIG)], capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
+    assert done.returncode == 2
+    error, hint = done.stderr.splitlines()
+    assert "not a regular file" in error and "log" in hint
+
+
+def test_max_mib_is_checked_and_allocates_nothing_up_front() -> None:
+    # Before: --max-mib 0 gave an error naming --max-bytes and no hint; a huge value
+    # allocated that much up front (MemoryError, exit 3).
+    _refused(explain(str(LOG), "--config", str(CONFIG), "--max-mib", "0"), "--max-mib")
+    result = explain(str(LOG), "--config", str(CONFIG), "--max-mib", str(10**8))
+    assert result.exit_code == 0, result.stderr
+
+
+def test_crafted_lines_cost_linear_work(tmp_path: Path) -> None:
+    # Lines built for the old patterns' backtracking: a lazy label before repeated pid=, an
+    # unclosed brace after "non-default args: {", an unclosed engine-config parenthesis;
+    # each just under the longest line read, and one far over it. Before, one such line
+    # took minutes; the child's time limit makes a regression fail rather than hang.
+    import subprocess
+    import sys
+
+    near = 60_000
+    lines = [
+        "(A" + " pid=1" * (near // 6) + " Available KV cache memory: 1.00 GiB",
+        "non-default args: {" + "'a': 1, {" * (near // 10),
+        "LLM engine (" + "x" * near + " with config: model='m'",
+        "(" + "A pid=1 " * 200_000,
+    ]
+    log = tmp_path / "crafted.log"
+    log.write_text("\n".join([*lines, *LOG.read_text(encoding="utf-8").splitlines()]) + "\n")
+    command = [sys.executable, "-m", "mmcli", "kv-share", "explain", str(log), "--config"]
+    done = subprocess.run(
+        [*command, str(CONFIG)], capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
+    assert done.returncode in (0, 1), done.stderr

@@ -10,7 +10,7 @@ import typer
 from mmcli.cli._boundary import guarded
 from mmcli.cli._output import OutputFormat, emit_json, stdout
 from mmcli.cli.options import FormatOpt, RevisionOpt
-from mmcli.errors import EXIT_FINDINGS, EXIT_OK
+from mmcli.errors import EXIT_FINDINGS, EXIT_OK, InputError
 
 if TYPE_CHECKING:
     from mmcli.kv.explain.report import Explanation
@@ -70,16 +70,24 @@ def explain(
     """
     from mmcli.cli.kv_share.explain_engines import explain_engine_log
     from mmcli.kv.explain.report import explain_log
-    from mmcli.kv.explain.vllm_log import read_vllm_log
+    from mmcli.kv.explain.vllm_log import vllm_log_of
     from mmcli.kv.inputs.layer_config import load_config
     from mmcli.kv.inputs.model_source import resolve_model
+    from mmcli.kv.inputs.readers import read_head
 
+    if max_mib < 1:
+        raise InputError(
+            f"--max-mib must be at least 1, got {max_mib}",
+            hint="the log's first MiB already holds a start-up's KV lines; the default is 16",
+        )
     source = resolve_model(config, revision)
+    # The log is read once (a regular file, or stdin as -), at most --max-mib of its head.
+    head, truncated = read_head(log_path, max_mib * 2**20)
     # An SGLang or TensorRT-LLM log is explained by its own reader; anything else is vLLM's.
-    engine_code = explain_engine_log(log_path, source.config, max_mib * 2**20, output_format)
+    engine_code = explain_engine_log(head, source.config, output_format)
     if engine_code is not None:
         raise typer.Exit(engine_code)
-    log = read_vllm_log(log_path, max_bytes=max_mib * 2**20)
+    log = vllm_log_of(head, truncated, str(log_path))
     result = explain_log(load_config(source.config), log, vllm_version=vllm_version)
     exit_code = EXIT_OK if result.matches else EXIT_FINDINGS
     if output_format is OutputFormat.json:

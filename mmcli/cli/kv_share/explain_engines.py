@@ -14,15 +14,14 @@ from mmcli.errors import EXIT_FINDINGS, EXIT_OK
 _STATUS = {"match": "[green]match[/]", "differs": "[bold red]differs[/]", "not in log": "[dim]–[/]"}
 
 
-def explain_engine_log(
-    log_path: Path, config_path: Path, max_bytes: int, output_format: OutputFormat
-) -> int | None:
-    """Explain the log if it is SGLang's or TensorRT-LLM's; the exit code, or None if not."""
-    from mmcli.kv.explain.engine_logs import SglangLog, read_engine_log
+def explain_engine_log(head: bytes, config_path: Path, output_format: OutputFormat) -> int | None:
+    """Explain the log (its first bytes) if it is SGLang's or TensorRT-LLM's; the exit code,
+    or None if not."""
+    from mmcli.kv.explain.engine_logs import SglangLog, engine_log_of
     from mmcli.kv.explain.engines import explain_sglang, explain_trtllm
     from mmcli.kv.inputs.layer_config import load_config, read_document
 
-    log = read_engine_log(log_path, max_bytes)
+    log = engine_log_of(head)
     if log is None:
         return None
     config = load_config(config_path)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
 #: Longer lines are skipped (a server_args line is a few KiB; nothing needs more).
 MAX_LINE = 65_536
@@ -152,12 +151,8 @@ def parse_trtllm_log(text: str) -> TrtllmLog | None:
     return log if log.path is not None else None
 
 
-def read_engine_log(path: Path, max_bytes: int) -> SglangLog | TrtllmLog | None:
-    """The SGLang or TensorRT-LLM figures of the log at ``path`` (its first ``max_bytes``),
-    or None when it is neither (a vLLM log, say)."""
-    if path.is_dir():
-        return None  # the vLLM reader says what is wrong with it
-    with path.open("rb") as f:
-        head = f.read(max_bytes)
+def engine_log_of(head: bytes) -> SglangLog | TrtllmLog | None:
+    """The SGLang or TensorRT-LLM figures of a log's first bytes, or None when it is neither
+    (a vLLM log, say)."""
     text = head.decode("utf-8", errors="replace")
     return parse_sglang_log(text) or parse_trtllm_log(text)

@@ -15,30 +15,41 @@ from pathlib import Path
 from typing import Any, Final
 
 from mmcli.errors import InputError
+from mmcli.kv.inputs.readers import read_head
+from mmcli.text import printable
 
 #: How much of a log file is read: the start-up report is in the first few hundred KiB.
 DEFAULT_MAX_BYTES: Final = 16 * 2**20
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-_PREFIX = re.compile(r"^\s*\((?P<label>[A-Za-z][\w ]*?(?:\s+(?:pid|rank)=\d+)+[^)]*)\)")
-_NUM = r"(\d[\d,]*)"
+#: The process label vLLM puts before a worker's line: "(EngineCore_DP0 pid=1)",
+#: "(Worker_TP1 pid=7 rank=1)". Bounded and without nested repeats, so no line can make the
+#: match backtrack; the pid= / rank= part is checked apart (:data:`_PROCESS`).
+_PREFIX = re.compile(r"^\s*\((?P<label>[A-Za-z][^()]{0,200})\)")
+_PROCESS = re.compile(r"\s(?:pid|rank)=\d")
+_NUM = r"(\d{1,3}(?:,\d{3}){1,6}|\d{1,18})"
+#: A GiB figure or a concurrency as vLLM prints them: digits, at most one point.
+_FLOAT = r"(\d{1,15}(?:\.\d{1,12})?)"
+#: Longer lines are skipped: no KV line of a start-up is near it, and the work per line
+#: stays bounded (the non-default-args line is a few KiB).
+MAX_LINE = 65_536
 
 _RELEASE = (
     re.compile(r"vLLM API server version (v?\d[\w.+-]*)"),
     re.compile(r"Initializing an? (?:V\d )?LLM engine \((v?\d[\w.+-]*)\)"),
 )
-_AVAILABLE = re.compile(r"Available KV cache memory: ([\d.]+) GiB")
+_AVAILABLE = re.compile(rf"Available KV cache memory: {_FLOAT} GiB")
 _TOKENS = re.compile(rf"GPU KV cache size: {_NUM} tokens")
-_CONCURRENCY = re.compile(rf"Maximum concurrency for {_NUM} tokens per request: ([\d.]+)x")
+_CONCURRENCY = re.compile(rf"Maximum concurrency for {_NUM} tokens per request: {_FLOAT}x")
 _BLOCKS = (
     re.compile(r"# GPU blocks: (\d+)"),
     re.compile(r"num_gpu_blocks is: (\d+)"),
 )
-_NON_DEFAULT = re.compile(r"non-default args: \{(.*)\}")
+_NON_DEFAULT = "non-default args: {"
 _DICT_ITEM = re.compile(
     r"'(\w+)': ('(?:[^'\\]|\\.)*'|-?\d+(?:\.\d+)?(?:e[-+]?\d+)?|True|False|None)"
 )
-_ENGINE_CONFIG = re.compile(r"LLM engine \([^)]*\) with config: (.*)")
+_ENGINE_CONFIG = re.compile(r"LLM engine \([^()]{0,200}\) with config: (.*)")
 _CONFIG_ITEM = re.compile(r"\b(\w+)=('[^']*'|[\w.:/+-]+)")
 _MAX_LEN = re.compile(r"Using max model len (\d+)")
 _CHUNKED = re.compile(r"max_num_batched_tokens=(\d+)")
@@ -47,8 +58,8 @@ _ARCH = re.compile(r"Resolved architecture: (\w+)")
 _PADDING = re.compile(r"Add (\d+) padding layers")
 _AUTO_FIT = re.compile(r"Auto-fit max_model_len: reduced from (\d+) to (\d+)")
 _REFUSAL = re.compile(
-    r"max seq len \((\d+)\), \(([\d.]+) GiB KV cache is needed, which is larger than the "
-    r"available KV cache memory \(([\d.]+) GiB\)"
+    rf"max seq len \((\d{{1,18}})\), \({_FLOAT} GiB KV cache is needed, which is larger than "
+    rf"the available KV cache memory \({_FLOAT} GiB\)"
 )
 _ESTIMATED = re.compile(r"estimated maximum model length is (\d+)")
 _OLD_REFUSAL = re.compile(
@@ -210,6 +221,8 @@ def parse_vllm_log(text: str) -> VllmLog:
     """Everything :class:`VllmLog` holds that the text says; the first report wins."""
     log = VllmLog(bytes_read=len(text.encode("utf-8", "replace")))
     for raw_line in text.splitlines():
+        if len(raw_line) > MAX_LINE:
+            continue
         line = _ANSI.sub("", raw_line)
         if not line.strip():
             continue
@@ -236,7 +249,8 @@ def _parse_line(line: str, log: VllmLog) -> bool:
 def _parse_figures(line: str, log: VllmLog) -> bool:
     if m := _AVAILABLE.search(line):
         prefix = _PREFIX.match(line)
-        log.available.append(RankMemory(prefix.group("label") if prefix else None, float(m[1])))
+        label = prefix.group("label") if prefix and _PROCESS.search(prefix.group("label")) else None
+        log.available.append(RankMemory(label, float(m[1])))
         return True
     if m := _TOKENS.search(line):
         if log.kv_cache_tokens is None:
@@ -251,8 +265,10 @@ def _parse_figures(line: str, log: VllmLog) -> bool:
         if (m := pattern.search(line)) and log.num_gpu_blocks is None:
             log.num_gpu_blocks = int(m[1])
             return True
-    if m := _NON_DEFAULT.search(line):  # what the user passed: it wins over derived lines
-        return _args_from(_DICT_ITEM.findall(m[1]), log.args, override=True)
+    if (start := line.find(_NON_DEFAULT)) >= 0 and (end := line.rfind("}")) > start:
+        # What the user passed: it wins over derived lines.
+        inner = line[start + len(_NON_DEFAULT) : end]
+        return _args_from(_DICT_ITEM.findall(inner), log.args, override=True)
     if m := _ENGINE_CONFIG.search(line):
         used = _args_from(_CONFIG_ITEM.findall(m[1]), log.args, override=False)
         if model := re.search(r"\bmodel='([^']*)'", m[1]):
@@ -296,15 +312,18 @@ def _parse_refusal(line: str, log: VllmLog) -> bool:
 
 def read_vllm_log(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) -> VllmLog:
     """Parse the first ``max_bytes`` of the log file at ``path`` (see :func:`parse_vllm_log`)."""
-    path = Path(path)
     if max_bytes <= 0:
-        raise InputError(f"--max-bytes must be positive, got {max_bytes}")
-    if path.is_dir():
-        raise InputError(f"{path}: is a directory, not a log file", hint="give the log file")
-    with path.open("rb") as f:
-        head = f.read(max_bytes + 1)
-    truncated = len(head) > max_bytes
-    head = head[:max_bytes]
+        raise InputError(
+            f"the log's read limit must be positive, got {max_bytes}",
+            hint="give --max-mib 1 or more",
+        )
+    head, truncated = read_head(Path(path), max_bytes)
+    return vllm_log_of(head, truncated, str(path))
+
+
+def vllm_log_of(head: bytes, truncated: bool, name: str) -> VllmLog:
+    """Parse a log's first bytes (``truncated``: the log went on) as :func:`read_vllm_log`."""
+    path = printable(name)
     if truncated:  # do not parse half a line
         head = head[: head.rfind(b"\n") + 1] or head
     log = parse_vllm_log(head.decode("utf-8", errors="replace"))

@@ -214,3 +214,49 @@ def read_json_or_toml(path: Path) -> Any:
         hint="check the file's syntax (TOML files need the .toml suffix)",
         object_pairs_hook=unique_keys(path),
     )
+
+
+#: The hint of a log that cannot be read.
+_HINT_LOG = "give the path of the engine's log file (or - for stdin)"
+
+
+def read_head(path: Path, limit: int) -> tuple[bytes, bool]:
+    """The first ``limit`` bytes of a log, and whether there was more: ``-`` (or a path naming
+    the pipe that is stdin) reads stdin; anything else must be a regular file, opened as
+    :func:`read_bytes` opens one (never blocking on a FIFO). Nothing is allocated up front:
+    a large ``limit`` costs only what the file holds."""
+    name = os.fspath(path)
+    if name == "-" or _names_stdin(name):
+        stream = sys.stdin.buffer if sys.stdin is not None else None
+        if stream is None:
+            raise InputError("-: stdin is closed", hint=_HINT_LOG)
+        chunks: list[bytes] = []
+        done = 0
+        try:
+            while done <= limit:
+                chunk = stream.read(min(limit + 1 - done, 16 << 20))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                done += len(chunk)
+        except OSError as exc:
+            raise InputError(f"-: cannot read stdin: {exc.strerror}", hint=_HINT_LOG) from None
+        data = b"".join(chunks)
+    else:
+        if not name:
+            raise InputError("empty path ''", hint=_HINT_LOG)
+        try:
+            fd, _ = open_regular(name)
+        except NotRegularFile as exc:
+            raise InputError(
+                f"cannot read {printable(name)}: {_REFUSED[exc.kind]}", hint=_HINT_LOG
+            ) from None
+        except OSError as exc:
+            raise _os_error(name, exc) from None
+        try:
+            data = read_fd(fd, limit)
+        except OSError as exc:
+            raise _os_error(name, exc) from None
+        finally:
+            os.close(fd)
+    return data[:limit], len(data) > limit

@@ -13,9 +13,9 @@ from mmcli.kv.explain.engine_logs import (
     MAX_LINE,
     SglangLog,
     TrtllmLog,
+    engine_log_of,
     parse_sglang_log,
     parse_trtllm_log,
-    read_engine_log,
 )
 from mmcli.kv.explain.engines import explain_sglang, explain_trtllm
 from mmcli.kv.inputs.layer_config import load_config, read_document
@@ -102,10 +102,6 @@ def test_other_logs_and_hostile_lines_are_not_engine_logs(tmp_path: Path) -> Non
     long = "KV Cache is allocated. #tokens: 5, K size: 1.00 GB, V size: 1.00 GB" + "x" * MAX_LINE
     assert parse_sglang_log(long) is None
     assert parse_sglang_log("KV Cache is allocated. #tokens: 99999999999999999999, K s") is None
-    path = tmp_path / "vllm.log"
-    path.write_bytes(b"\xff\xfe not utf-8 \x00\n")
-    assert read_engine_log(path, 1024) is None
-    path.write_text(SGLANG_LOG, encoding="utf-8")
-    assert isinstance(read_engine_log(path, 1 << 20), SglangLog)
-    path.write_text(TRTLLM_LOG, encoding="utf-8")
-    assert isinstance(read_engine_log(path, 1 << 20), TrtllmLog)
+    assert engine_log_of(b"\xff\xfe not utf-8 \x00\n") is None
+    assert isinstance(engine_log_of(SGLANG_LOG.encode()), SglangLog)
+    assert isinstance(engine_log_of(TRTLLM_LOG.encode()), TrtllmLog)
