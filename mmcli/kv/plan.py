@@ -200,7 +200,7 @@ def plan_kv_cache(
     findings += _release_notes(distinct, options) + chunked_as_full(distinct, options)
     kv_layers = [layer for layer in layers if layer.spec is not None]
     owners = [layer for layer in kv_layers if layer.kv_sharing_target is None]
-    if not owners:
+    if not owners and not map_errors:  # a map with errors (a cycle, say) is their finding
         raise InputError(
             "every layer with a KV cache shares another's, so no layer owns a cache",
             hint="at least one layer must own its cache (no kv_sharing_target)",
