@@ -102,3 +102,63 @@ def test_plot_is_not_written_into_a_missing_directory(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"^cannot write .*out is not a directory$"):
         write_plot(gemma_sweep(), tmp_path / "out" / "capacity.png")
     assert list(tmp_path.iterdir()) == []
+
+
+def _sweep(*args: str) -> tuple[int, str, str]:
+    from typer.testing import CliRunner
+
+    from mmcli.cli.main import app
+
+    result = CliRunner().invoke(app, ["kv-share", "plan", *args], catch_exceptions=False)
+    return result.exit_code, result.stdout, result.stderr
+
+
+ROOT_DIR = Path(__file__).resolve().parents[2]
+BROKEN = str(ROOT_DIR / "samples" / "kv" / "broken-map.json")
+QWEN = str(ROOT_DIR / "samples" / "kv" / "qwen3-14b-like.json")
+
+
+def test_a_sweep_of_a_broken_map_exits_1_with_its_errors() -> None:
+    # Before: exit 0, the map's errors unsaid (a broken map read as clean).
+    code, out, _ = _sweep(BROKEN, "--memory", "10GiB", "--sweep", "max-model-len=4K..16K")
+    assert code == 1
+    assert "error unknown-target" in out and "map invalid" in out
+    code, out, _ = _sweep(
+        BROKEN, "--memory", "10GiB", "--sweep", "max-model-len=4K..16K", "--format", "json"
+    )
+    import json
+
+    doc = json.loads(out)
+    assert code == doc["exit_code"] == 1
+    assert "unknown-target" in {f["code"] for f in doc["sweep"]["errors"]}
+
+
+def test_a_sweep_where_no_point_starts_exits_1() -> None:
+    args = ["--memory", "1GiB", "--sweep", "max-model-len=400K..800K"]
+    code, out, _ = _sweep(QWEN, *args, "--allow-long-max-model-len")
+    assert code == 1 and "refuse to start at every point" in out
+    code, _, _ = _sweep(QWEN, "--memory", "10GiB", "--sweep", "max-model-len=4K..16K")
+    assert code == 0
+
+
+@pytest.mark.parametrize(
+    ("sweep", "words"),
+    [
+        ("max-model-len=4K..16K:1000000000", "1,000,000,000 points"),  # before: all built
+        ("max-model-len=4K..16K:²", "cannot read the step count"),  # before: exit 3
+    ],
+)
+def test_sweep_steps_are_checked_before_any_point_is_built(sweep: str, words: str) -> None:
+    code, _, err = _sweep(QWEN, "--memory", "10GiB", "--sweep", sweep)
+    assert code == 2
+    error, hint = err.splitlines()
+    assert words in error and hint.startswith("hint: ")
+
+
+def test_emit_map_with_a_sweep_is_refused(tmp_path: Path) -> None:
+    # Before: the map was silently not written.
+    out = tmp_path / "map.json"
+    code, _, err = _sweep(
+        QWEN, "--memory", "10GiB", "--sweep", "max-model-len=4K..16K", "--emit-map", str(out)
+    )
+    assert code == 2 and "--emit-map" in err and not out.exists()

@@ -286,6 +286,11 @@ def plan(
     vllm_args |= vo.vllm_only(chunked_hybrid)
     if engines.engine in ("sglang", "trtllm"):  # with all, they shape vLLM's column
         eng.refuse_vllm_only(engines, {**vllm_args, "--num-draft-layers": num_draft_layers})
+    if emit_map is not None and sweep is not None:
+        raise InputError(
+            "--emit-map is not written by a --sweep (one map, many plans)",
+            hint="emit the map from the same command without --sweep",
+        )
     if plot is not None and sweep is None:
         raise InputError("--plot needs --sweep", hint="e.g. --sweep max-model-len=4K..128K")
     spec = parse_sweep(sweep) if sweep is not None else None  # refused before any planning
@@ -352,7 +357,7 @@ def plan(
     if spec is not None:
         from mmcli.cli.kv_share.chart import sweep_command
 
-        sweep_command(model, options, spec, plot, output_format, est, notes)
+        sweep_command(model, options, spec, plot, output_format, est, notes, map_findings)
     result = plan_kv_cache(model, options, extra_findings=map_findings)
     aliasing = None if result.has_map_errors else check_aliasing(result, target_device)
     if emit_map is not None:

@@ -13,12 +13,13 @@ from typing import Any
 
 import typer
 from rich.console import Console, Group
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
 from mmcli.atomic import atomic_write, check_target
 from mmcli.cli._output import OutputFormat, emit_json, stderr, stdout
-from mmcli.errors import EXIT_OK, InputError
+from mmcli.errors import InputError
 from mmcli.kv.whatif.sweep import Sweep, SweepSpec
 from mmcli.text import printable
 
@@ -201,15 +202,16 @@ def sweep_command(
     output_format: OutputFormat,
     est: Any,
     notes: Sequence[str] = (),
+    map_findings: list[Any] | None = None,
 ) -> None:
     """``--sweep``: plan over a range, print its table and chart (or JSON), then ``notes``
     (lines for stderr held back until the command has succeeded), exit."""
     from mmcli.kv.whatif.sweep import run_sweep
 
-    swept = run_sweep(model, options, spec)
+    swept = run_sweep(model, options, spec, map_findings)
     written = write_plot(swept, plot) if plot is not None else None
     if output_format is OutputFormat.json:
-        doc = {"sweep": swept.to_json(), "exit_code": EXIT_OK}
+        doc = {"sweep": swept.to_json(), "exit_code": swept.exit_code}
         if est is not None:
             doc["memory_estimate"] = est.to_json()
         emit_json(doc)
@@ -219,8 +221,17 @@ def sweep_command(
 
             stdout().print(estimate_panel(est))
         render_sweep(swept)
+        out = stdout()
+        for finding in swept.errors:
+            out.print(f"error {escape(finding.code)}: {escape(finding.message)}", soft_wrap=True)
+            if finding.hint:
+                out.print(f"  hint: {escape(finding.hint)}", soft_wrap=True)
+        if swept.errors:
+            out.print("map invalid: the with-sharing series need a valid map")
+        if swept.none_fits:
+            out.print("the engine would refuse to start at every point of the sweep")
     for note in notes:  # said once the command has succeeded, never before an error
         stderr().print(note, markup=False)
     if written is not None:
         stderr().print(f"wrote {printable(str(written))}", markup=False)
-    raise typer.Exit(EXIT_OK)
+    raise typer.Exit(swept.exit_code)

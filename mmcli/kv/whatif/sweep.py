@@ -15,7 +15,8 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
-from mmcli.errors import InputError
+from mmcli.errors import EXIT_FINDINGS, EXIT_OK, InputError
+from mmcli.findings import Finding
 from mmcli.kv.model import ModelConfig
 from mmcli.kv.options import PlanOptions, parse_size
 from mmcli.kv.result import KVPlan, SidePlan
@@ -95,9 +96,14 @@ def _values(start: int, stop: int, steps: str, text: str) -> tuple[int, ...]:
         if values[-1] < stop:  # the range's end is always a point
             values.append(stop)
     else:
-        if not steps.isdigit() or int(steps) < 1:
+        if not (steps.isascii() and steps.isdigit()) or int(steps) < 1:
             raise InputError(f"--sweep: cannot read the step count in {text!r}", hint=_HINT)
         count = int(steps)
+        if count > MAX_POINTS:  # checked before building the points
+            raise InputError(
+                f"--sweep: {text!r} asks for {count:,} points, more than {MAX_POINTS}",
+                hint="use fewer steps or a larger factor",
+            )
         if count == 1 or start == stop:
             values = [start]
         else:
@@ -161,6 +167,21 @@ class Sweep:
     engine_side: str
     #: Whether sharing changes anything (False: both series are the same).
     shares: bool
+    #: The errors of the model and its map (the same at every point; a point whose request
+    #: does not fit is its own ``fits``, not one of these).
+    errors: tuple[Finding, ...] = ()
+
+    @property
+    def none_fits(self) -> bool:
+        """Whether no point's engine side passes the start-up check."""
+        sides = [getattr(p, self.engine_side) for p in self.points]
+        planned = [s for s in sides if s is not None]  # a side a broken map leaves unplanned
+        return bool(planned) and not any(s.fits for s in planned)
+
+    @property
+    def exit_code(self) -> int:
+        """1 when the map has errors or the engine would start at no point, else 0."""
+        return EXIT_FINDINGS if self.errors or self.none_fits else EXIT_OK
 
     @property
     def unit(self) -> str:
@@ -184,6 +205,8 @@ class Sweep:
             "engine_side": self.engine_side,
             "shares": self.shares,
             "values": [p.value for p in self.points],
+            "errors": [f.to_json(location="layer") for f in self.errors],
+            "none_fits": self.none_fits,
             "series": {
                 side: {
                     figure: self.series(side, figure)
@@ -194,8 +217,14 @@ class Sweep:
         }
 
 
-def run_sweep(config: ModelConfig, options: PlanOptions, spec: SweepSpec) -> Sweep:
-    """Plan ``config`` at each value of ``spec`` (the rest of ``options`` fixed)."""
+def run_sweep(
+    config: ModelConfig,
+    options: PlanOptions,
+    spec: SweepSpec,
+    extra_findings: list[Finding] | None = None,
+) -> Sweep:
+    """Plan ``config`` at each value of ``spec`` (the rest of ``options`` fixed);
+    ``extra_findings`` (those of a ``--map``) join each plan's, as in a plain plan."""
     from mmcli.kv.engine.max_len import model_max_len
     from mmcli.kv.plan import plan_kv_cache
 
@@ -240,7 +269,7 @@ def run_sweep(config: ModelConfig, options: PlanOptions, spec: SweepSpec) -> Swe
             changed = replace(options, max_model_len=value)
         else:
             changed = replace(options, memory_bytes=value)
-        plan = plan_kv_cache(config, changed)
+        plan = plan_kv_cache(config, changed, extra_findings=extra_findings)
         points.append(
             SweepPoint(value, SidePoint.of(plan.with_sharing), SidePoint.of(plan.without_sharing))
         )
@@ -248,4 +277,11 @@ def run_sweep(config: ModelConfig, options: PlanOptions, spec: SweepSpec) -> Swe
     shares = any(p.with_sharing != p.without_sharing for p in points) and any(
         p.with_sharing is not None for p in points
     )
-    return Sweep(config.name, spec.parameter, tuple(points), fixed, plan.engine_side, shares)
+    errors = tuple(f for f in plan.findings if f.severity == "error" and f.code != TOO_SMALL)
+    return Sweep(
+        config.name, spec.parameter, tuple(points), fixed, plan.engine_side, shares, errors
+    )
+
+
+#: The finding of a point whose request does not fit: the sweep's ``fits`` series says it.
+TOO_SMALL = "memory-too-small"
