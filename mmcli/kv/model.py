@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from mmcli.findings import Finding
 from mmcli.kv.spec import Layer
@@ -124,3 +124,11 @@ class ModelConfig:
     mm_item_tokens: int | None = None
     #: The config's first ``architectures`` entry (the model class vLLM looks up), or "".
     architecture: str = ""
+
+
+def architecture(doc: dict[str, Any]) -> str:
+    """The config's first ``architectures`` entry (the model class an engine looks up), or ""."""
+    archs = doc.get("architectures")
+    if isinstance(archs, list) and archs and isinstance(archs[0], str):
+        return archs[0]
+    return ""

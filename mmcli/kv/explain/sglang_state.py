@@ -14,9 +14,9 @@ from typing import Any
 from mmcli.errors import InputError
 from mmcli.kv.explain.engine_logs import SglangLog
 from mmcli.kv.figures import EngineFigures
-from mmcli.kv.model import ModelConfig
+from mmcli.kv.model import ModelConfig, architecture
 from mmcli.kv.sglang import SglangOptions, plan_sglang, sglang_rules
-from mmcli.kv.sglang.geometry import Cell, architecture
+from mmcli.kv.sglang.geometry import Cell
 from mmcli.kv.sglang.hybrid import HybridState
 from mmcli.kv.sglang.pool import MAMBA_FULL_MEMORY_RATIO
 from mmcli.kv.sglang.releases import RELEASES, SglangRules

@@ -35,6 +35,7 @@ from mmcli.kv.model import (
     SLIDING_TYPES,
     STATE_TYPES,
     ModelConfig,
+    architecture,
 )
 from mmcli.kv.spec import (
     ChunkedLocalAttentionSpec,
@@ -361,15 +362,8 @@ def parse_hf_config(doc: dict[str, Any], *, default_name: str, where: str) -> Mo
         context=context,
         checkpoint_kv=checkpoint_kv(doc, text, where),
         mm_item_tokens=_mm_item_tokens(doc, text, model_type),
-        architecture=_architecture(doc),
+        architecture=architecture(doc),
     )
-
-
-def _architecture(doc: dict[str, Any]) -> str:
-    archs = doc.get("architectures")
-    if isinstance(archs, list) and archs and isinstance(archs[0], str):
-        return archs[0]
-    return ""
 
 
 #: Gemma 4's largest multimodal item: a video of 32 sampled frames, each at most 70 soft

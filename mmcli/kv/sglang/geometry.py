@@ -14,7 +14,7 @@ from typing import Any
 
 from mmcli.dtypes import KV_DTYPE_BYTES
 from mmcli.errors import InputError
-from mmcli.kv.model import ModelConfig
+from mmcli.kv.model import ModelConfig, architecture
 from mmcli.kv.sglang.hybrid import HybridState, hybrid_state
 from mmcli.kv.sglang.releases import SglangRules
 from mmcli.kv.spec import KVCacheSpec, MLAAttentionSpec
@@ -51,14 +51,6 @@ class Cell:
 
 def _refuse(what: str, hint: str) -> InputError:
     return InputError(f"SGLang: {what}", hint=hint)
-
-
-def architecture(doc: dict[str, Any]) -> str:
-    """The config's first architecture (SGLang picks the model class by it), or ""."""
-    archs = doc.get("architectures")
-    if isinstance(archs, list) and archs and isinstance(archs[0], str):
-        return archs[0]
-    return ""
 
 
 def sglang_cell(
