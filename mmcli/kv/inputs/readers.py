@@ -76,16 +76,7 @@ def read_bytes(path: Path) -> bytes:
     name = os.fspath(path)
     if name == "-" or _names_stdin(name):
         return _read_stdin()
-    if not name:
-        raise InputError("empty path ''", hint=_HINT_FILE)
-    try:
-        fd, st = open_regular(name)
-    except NotRegularFile as exc:
-        raise InputError(
-            f"cannot read {printable(name)}: {_REFUSED[exc.kind]}", hint=_HINT_FILE
-        ) from None
-    except OSError as exc:
-        raise _os_error(name, exc) from None
+    fd, st = _open_input(name, _HINT_FILE)
     protect(name)  # an input: --emit-map may not replace it
     try:
         if st.st_size > MAX_INPUT_BYTES:
@@ -98,6 +89,21 @@ def read_bytes(path: Path) -> bytes:
     if len(data) > MAX_INPUT_BYTES:  # grew since it was opened
         raise _too_big(name)
     return data
+
+
+def _open_input(name: str, hint: str) -> tuple[int, os.stat_result]:
+    """``name`` opened by :func:`mmcli.files.open_regular`, each refusal worded as one line
+    naming the path (``hint`` for an empty path or a file that is not regular)."""
+    if not name:
+        raise InputError("empty path ''", hint=hint)
+    try:
+        return open_regular(name)
+    except NotRegularFile as exc:
+        raise InputError(
+            f"cannot read {printable(name)}: {_REFUSED[exc.kind]}", hint=hint
+        ) from None
+    except OSError as exc:
+        raise _os_error(name, exc) from None
 
 
 #: How each refusal of :func:`mmcli.files.open_regular` reads after ``cannot read PATH:``.
@@ -243,16 +249,7 @@ def read_head(path: Path, limit: int) -> tuple[bytes, bool]:
             raise InputError(f"-: cannot read stdin: {exc.strerror}", hint=_HINT_LOG) from None
         data = b"".join(chunks)
     else:
-        if not name:
-            raise InputError("empty path ''", hint=_HINT_LOG)
-        try:
-            fd, _ = open_regular(name)
-        except NotRegularFile as exc:
-            raise InputError(
-                f"cannot read {printable(name)}: {_REFUSED[exc.kind]}", hint=_HINT_LOG
-            ) from None
-        except OSError as exc:
-            raise _os_error(name, exc) from None
+        fd, _ = _open_input(name, _HINT_LOG)
         try:
             data = read_fd(fd, limit)
         except OSError as exc:
