@@ -167,7 +167,8 @@ def plan_kv_cache(
     """Validate the config's sharing map and plan its KV cache as the engine would."""
     rules = options.rules
     refuse_unstartable(config, rules)
-    options, spec_note = speculative_tokens(config, options)
+    # The config's own specs, each once: a million layers have a handful.
+    options, spec_note = speculative_tokens(config, _distinct_specs(config.layers), options)
     batch, batch_note = batched_tokens(config, options)
     options = replace(options, max_num_batched_tokens=batch)
     layers = rank_layers(config, options)

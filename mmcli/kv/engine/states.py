@@ -26,10 +26,11 @@ MAMBA_PREFIX_CACHING_MODELS = frozenset(
 
 
 def speculative_tokens(
-    config: ModelConfig, options: PlanOptions
+    config: ModelConfig, specs: list[KVCacheSpec | MambaSpec | None], options: PlanOptions
 ) -> tuple[PlanOptions, Finding | None]:
     """The options with ``num_speculative_tokens`` resolved (vLLM's default for MTP: the MTP
-    layer count), and a note on what it does to a model's recurrent states."""
+    layer count), and a note on what it does to a model's recurrent states; ``specs`` are
+    the config's distinct layer specs."""
     tokens = options.num_speculative_tokens
     predict = config.mtp_n_predict
     if options.mtp and tokens is None:
@@ -48,7 +49,7 @@ def speculative_tokens(
         )
     tokens = tokens or 0
     options = replace(options, num_speculative_tokens=tokens)
-    if not any(isinstance(layer.spec, MambaSpec) for layer in config.layers):
+    if not any(isinstance(spec, MambaSpec) for spec in specs):
         return options, None  # attention caches do not grow with speculative tokens
     if not tokens:
         if options.num_draft_layers:
