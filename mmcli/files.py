@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
 from typing import Literal
 
 #: ``directory``: the path names a directory; ``special``: a device, FIFO or socket;
@@ -66,10 +67,17 @@ def open_regular(path: str | os.PathLike[str]) -> tuple[int, os.stat_result]:
 def read_fd(fd: int, limit: int) -> bytes:
     """Everything left on ``fd``, but never more than ``limit + 1`` bytes: a result longer
     than ``limit`` means there was more (a file that grew after its size was checked)."""
+    return read_bounded(lambda size: os.read(fd, size), limit)
+
+
+def read_bounded(read: Callable[[int], bytes], limit: int) -> bytes:
+    """What ``read(size)`` gives until it gives nothing, but never more than ``limit + 1``
+    bytes, asked for at most :data:`_CHUNK` at a time (a large ``limit`` allocates nothing
+    up front)."""
     chunks: list[bytes] = []
     done = 0
     while done <= limit:
-        chunk = os.read(fd, min(limit + 1 - done, _CHUNK))
+        chunk = read(min(limit + 1 - done, _CHUNK))
         if not chunk:
             break
         chunks.append(chunk)

@@ -12,7 +12,7 @@ from typing import Any
 
 from mmcli.atomic import protect
 from mmcli.errors import InputError
-from mmcli.files import NotRegularFile, open_regular, read_fd
+from mmcli.files import NotRegularFile, open_regular, read_bounded, read_fd
 from mmcli.text import printable, quoted
 
 if sys.version_info >= (3, 11):
@@ -236,18 +236,10 @@ def read_head(path: Path, limit: int) -> tuple[bytes, bool]:
         stream = sys.stdin.buffer if sys.stdin is not None else None
         if stream is None:
             raise InputError("-: stdin is closed", hint=_HINT_LOG)
-        chunks: list[bytes] = []
-        done = 0
         try:
-            while done <= limit:
-                chunk = stream.read(min(limit + 1 - done, 16 << 20))
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                done += len(chunk)
+            data = read_bounded(stream.read, limit)
         except OSError as exc:
             raise InputError(f"-: cannot read stdin: {exc.strerror}", hint=_HINT_LOG) from None
-        data = b"".join(chunks)
     else:
         fd, _ = _open_input(name, _HINT_LOG)
         try:
