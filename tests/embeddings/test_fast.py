@@ -370,3 +370,16 @@ def test_cuda_count_mismatch_fails_on_the_device() -> None:
         )
         assert result.returncode != 0, call
         assert "assert" in result.stderr.lower(), (call, result.stderr[-2000:])
+
+
+@pytest.mark.parametrize("mask", [[True], [False, True, False]])
+def test_a_one_element_scatter_keeps_the_engines_bits(mask: list[bool]) -> None:
+    # The engine's CPU index_put writes a one-element value as a scalar, through a float: a
+    # NaN payload (0xFFDD) comes out as the canonical NaN (0x7FC0). Found by the hypothesis
+    # test above (mask [True], hidden 1, bf16, seed 1460); the fast paths copied the payload.
+    embeds = torch.tensor([[-35]], dtype=torch.int16).view(torch.bfloat16)
+    is_embed = torch.tensor(mask)
+    expected = ops.scatter_reference(embeds, is_embed)
+    assert_same_bits(_fast.scatter_runs(embeds, is_embed), expected)
+    for out in both_paths(lambda: _fast.scatter_sync_free(embeds, is_embed)):
+        assert_same_bits(out, expected)
