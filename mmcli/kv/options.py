@@ -139,6 +139,8 @@ class PlanOptions:
     num_gpu_blocks_override: int | None = None
     #: Requests the scheduler may run at once (checked against a hybrid model's state pool).
     max_num_seqs: int | None = None
+    #: ``--enforce-eager``: no CUDA graphs (a state pool smaller than max_num_seqs starts).
+    enforce_eager: bool = False
     #: Plan a ``max_model_len`` above the config's derived maximum, as vLLM does with
     #: ``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1`` (else the engine refuses to start).
     allow_long_max_model_len: bool = False

@@ -25,7 +25,7 @@ from mmcli.kv.engine.startable import refuse_unstartable
 from mmcli.kv.engine.states import speculative_tokens, state_pages
 from mmcli.kv.model import DEFAULT_BLOCK_SIZE, ModelConfig
 from mmcli.kv.options import PlanOptions
-from mmcli.kv.releases import NEWEST, EngineRules, parse_release
+from mmcli.kv.releases import NEWEST, EngineRules, describe, parse_release
 from mmcli.kv.result import GroupPlan, KVPlan, SidePlan
 from mmcli.kv.sharing import first_group_of, validate_sharing_map
 from mmcli.kv.spec import KVCacheSpec, Layer, MLAAttentionSpec
@@ -51,12 +51,20 @@ class _Run:
     stages: Stages | None = None
 
     def pages(self, spec: MambaSpec) -> int:
-        """States one request of ``spec`` holds: in "align" mode a Mamba-2 state (vLLM's
-        ``MambaMixer2``) also keeps its prefill checkpoint block from 0.32."""
+        """States of ``spec`` the start-up check and the concurrency count for one request:
+        in "align" mode a Mamba-2 state (vLLM's ``MambaMixer2``) also keeps its prefill
+        checkpoint block from 0.32; the speculative blocks count from 0.15."""
         checkpoint = self.state_pages == 2 and spec.kind == "mamba2"
         pages = self.state_pages + int(checkpoint and self.rules.mamba2_prefill_checkpoint)
-        # Speculative decoding: ``num_speculative_blocks`` more states per request (0.32).
+        if not self.rules.speculative_state_blocks:
+            return pages
         return pages + (self.options.num_speculative_tokens or 0)
+
+    def held(self, spec: MambaSpec) -> int:
+        """States of ``spec`` one running request is allocated: the speculative blocks in
+        every release (``MambaManager.allocate_new_blocks``), counted or not."""
+        extra = 0 if self.rules.speculative_state_blocks else self.options.num_speculative_tokens
+        return self.pages(spec) + (extra or 0)
 
 
 def _layout(layers: list[Layer], run: _Run) -> Layout:
@@ -212,14 +220,9 @@ def plan_kv_cache(
         stages = split_layers(config, layers, pp, options.pp_layer_partition, rules)
         if not map_errors:
             check_sharing(kv_layers, stages)
-    run = _Run(
-        rules,
-        max_len,
-        _reserve_tokens(options),
-        state_pages(config, distinct, options),
-        options,
-        stages,
-    )
+    pages, caching_note = state_pages(config, distinct, options)
+    findings += [caching_note] if caching_note else []
+    run = _Run(rules, max_len, _reserve_tokens(options), pages, options, stages)
     if any(f.code == "duplicate-layer" for f in findings):
         # Duplicate names: the engine keys caches by name, so there is no plan to make.
         return _unplanned(config, layers, findings, max_len, options)
@@ -338,12 +341,28 @@ def _release_notes(
 def _state_pool(
     side: SidePlan, run: _Run, specs: list[KVCacheSpec | MambaSpec | None]
 ) -> list[Finding]:
-    """--max-num-seqs against the state pool: each running request holds its own states."""
+    """--max-num-seqs against the state pool: each running request holds its own states.
+    With FULL decode CUDA graphs the engine refuses to start when the pool has fewer blocks
+    than max_num_seqs (``CompilationConfig``, from 0.20); else too many requests queue."""
     seqs = run.options.max_num_seqs
     if seqs is None or side.num_blocks is None or not side.state_bytes:
         return []
+    if run.rules.full_graph_state_check and not run.options.enforce_eager:
+        if seqs > side.num_blocks:
+            return [
+                Finding(
+                    "state-blocks-below-max-num-seqs",
+                    "error",
+                    f"max_num_seqs ({seqs:,}) exceeds the {side.num_blocks:,} blocks of the "
+                    f"state pool: with FULL decode CUDA graphs (the default) "
+                    f"{describe(run.rules)} refuse to start ('max_num_seqs ({seqs}) exceeds "
+                    f"available Mamba cache blocks ({side.num_blocks})')",
+                    hint=f"lower --max-num-seqs to {side.num_blocks:,}, give the KV cache more "
+                    "memory, or plan with --enforce-eager",
+                )
+            ]
     # Every state group has num_blocks blocks, and a request holds `pages` of them.
-    pages = max(run.pages(s) for s in specs if isinstance(s, MambaSpec))
+    pages = max(run.held(s) for s in specs if isinstance(s, MambaSpec))
     held = side.num_blocks // pages
     if seqs <= held:
         return []

@@ -84,11 +84,28 @@ class EngineRules:
     #: Under prefix caching ("align" mode) a Mamba-2 state (``MambaMixer2``) keeps one more
     #: block per request, its prefill checkpoint (``num_prefill_checkpoint_blocks``, 0.32).
     mamba2_prefill_checkpoint: bool
-    #: How speculative decoding grows a recurrent state is mirrored (0.32: each state group
-    #: keeps ``num_speculative_tokens`` more blocks per request, ``MambaSpec``'s
-    #: ``num_speculative_blocks``, and the GDN / Mamba-2 conv state of the models that pass
-    #: ``num_spec`` is that many columns wider); before, it is refused.
-    speculative_states: bool
+    #: Which models with recurrent states speculative decoding is planned for: "qwen3_next"
+    #: (0.10.2-0.16: the engine refuses every other state model, "Mamba with speculative
+    #: decoding is not supported yet", gpu_model_runner.py / layers/mamba/abstract.py),
+    #: "gdn" (0.17-0.31: the engine serves every state model; mmcli mirrors the GDN models,
+    #: Qwen3-Next and Qwen3.5, and refuses the others), "all" (0.32: every state model, the
+    #: engine differential's release). The GDN conv state is ``num_speculative_tokens``
+    #: columns wider in every release that serves the model (``num_spec``, mamba_utils.py).
+    speculative_states: str
+    #: The start-up check and the concurrency count a state's speculative blocks
+    #: (``MambaSpec.max_memory_usage_bytes``: page × (1 + K), or (2 + K) in "align" mode,
+    #: 0.15); before, one page, though a request is allocated 1 + K of them.
+    speculative_state_blocks: bool
+    #: With FULL decode CUDA graphs (the default; not with ``--enforce-eager``) a model with
+    #: recurrent states refuses to start when max_num_seqs exceeds the pool's blocks
+    #: (``CompilationConfig``, config/compilation.py, 0.20).
+    full_graph_state_check: bool
+    #: What ``--enable-prefix-caching`` does on a model with recurrent states: "refused"
+    #: (0.10.0-0.10.1: the runner raises "Prefix caching is not supported for Mamba yet"),
+    #: "off" (0.10.2-0.11: turned off for every such model, models/config.py), "supported"
+    #: (0.12-0.14: turned off unless the model supports Mamba prefix caching), "modes" (0.15:
+    #: ``mamba_cache_mode`` "all" or "align").
+    state_prefix_caching: str
     #: Chunked local attention beside the hybrid KV cache manager: "always" (0.10.0, no switch),
     #: else ``VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE``'s default, "off" (0.10.1,
     #: the manager is turned off and chunked layers are full attention) or "on" (0.14).
@@ -130,6 +147,16 @@ LAST_SERVED: Final[dict[str, str]] = {
     "Phi4FlashForCausalLM": "0.10.2",
 }
 
+#: Architectures with the first release whose model registry serves them
+#: (model_executor/models/registry.py of each release); an older one cannot start them.
+FIRST_SERVED: Final[dict[str, str]] = {
+    "Qwen3NextForCausalLM": "0.10.2",
+    "Qwen3_5ForConditionalGeneration": "0.17",
+    "Qwen3_5MoeForConditionalGeneration": "0.17",
+    "Qwen3_5ForCausalLM": "0.27",
+    "Qwen3_5MoeForCausalLM": "0.27",
+}
+
 #: The rules that matter only with pipeline stages (``--pipeline-parallel-size`` > 1).
 PIPELINE_FIELDS: Final = frozenset({"pp_global_groups", "pp_whole_model_check", "pp_stage_pages"})
 
@@ -160,7 +187,10 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "hybrid_align_to_block_size": False,
             "mla_hybrid_alignment": 64,
             "mamba2_prefill_checkpoint": False,
-            "speculative_states": False,
+            "speculative_states": "qwen3_next",
+            "speculative_state_blocks": False,
+            "state_prefix_caching": "refused",
+            "full_graph_state_check": False,
             "chunked_local_hybrid": "always",
             "cohere2_window_plus_one": False,
             "max_len_tera": False,
@@ -168,8 +198,9 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
         },
     ),
     ("0.10.1", {"chunked_local_hybrid": "off"}),
+    ("0.10.2", {"state_prefix_caching": "off"}),
     ("0.11", {"pp_global_groups": True}),
-    ("0.12", {"group_threshold": 1.25}),
+    ("0.12", {"group_threshold": 1.25, "state_prefix_caching": "supported"}),
     ("0.13", {"max_len_tera": True}),
     (
         "0.14",
@@ -181,11 +212,15 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "max_len_auto": True,
         },
     ),
+    ("0.15", {"speculative_state_blocks": True, "state_prefix_caching": "modes"}),
     ("0.16", {"kv_scheme_fp8": "always"}),
-    ("0.17", {"pp_whole_model_check": False, "pp_stage_pages": True}),
+    (
+        "0.17",
+        {"pp_whole_model_check": False, "pp_stage_pages": True, "speculative_states": "gdn"},
+    ),
     ("0.18", {"group_threshold": 1.5}),
     ("0.19", {"check": "all-groups"}),
-    ("0.20", {"hybrid_align_to_block_size": True}),
+    ("0.20", {"hybrid_align_to_block_size": True, "full_graph_state_check": True}),
     ("0.20.1", {"tokens_from_concurrency": True}),
     ("0.22", {"kv_scheme_fp8": "auto", "mm_prefix_batch_floor": True}),
     ("0.26", {"in_flight_reserve": True, "hybrid_prefix_caching_default": True}),
@@ -201,7 +236,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
         },
     ),
     ("0.30", {"yarn_scales_max_len": False}),
-    ("0.32", {"mamba2_prefill_checkpoint": True, "speculative_states": True}),
+    ("0.32", {"mamba2_prefill_checkpoint": True, "speculative_states": "all"}),
     (NEWEST, {}),
 )
 
@@ -241,6 +276,15 @@ def rules_for(release: str | None = None) -> EngineRules:
         fields.update(change)
         mirrored = since
     return EngineRules(release=release or NEWEST, mirrored=mirrored, **fields)  # type: ignore[arg-type]
+
+
+def first_release(field: str, value: object) -> str:
+    """The first release whose rules set ``field`` to ``value`` (for messages: "it came in
+    ..."), read from :data:`CHANGES` so that no message repeats a release number."""
+    for since, change in CHANGES:
+        if change.get(field, object()) == value:
+            return since
+    raise KeyError(f"no release sets {field} to {value!r}")
 
 
 def describe(rules: EngineRules) -> str:

@@ -15,8 +15,8 @@ from mmcli.kv.releases import EngineRules, rules_for
 from mmcli.kv.spec import KVCacheSpec, Layer
 from mmcli.kv.state import MambaSpec
 
-#: Finding codes about the engine's capacity rather than the map.
-ENGINE_CODES = frozenset({"memory-too-small"})
+#: Finding codes about the engine's capacity rather than the map: the start-up refusals.
+ENGINE_CODES = frozenset({"memory-too-small", "state-blocks-below-max-num-seqs"})
 
 
 @dataclass

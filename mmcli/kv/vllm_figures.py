@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from mmcli.kv.figures import EngineFigures, Figure
-from mmcli.kv.result import KVPlan
+from mmcli.kv.result import ENGINE_CODES, KVPlan
 
 
 def vllm_figures(plan: KVPlan, *, estimate: str | None) -> EngineFigures:
@@ -30,7 +30,7 @@ def vllm_figures(plan: KVPlan, *, estimate: str | None) -> EngineFigures:
     reserves += "peak; the pool is the rest"
     refusal = None
     for finding in plan.findings:
-        if finding.code == "memory-too-small":
+        if finding.code in ENGINE_CODES:
             refusal = f"vLLM refuses to start: {finding.message}"
     notes = [] if side.max_tokens is None else ["pool tokens: the 'GPU KV cache size' it prints"]
     kept = "1−util + peak"

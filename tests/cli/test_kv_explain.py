@@ -38,7 +38,7 @@ def test_json_document() -> None:
     doc = json.loads(result.stdout)
     assert doc["matches"] is True and doc["exit_code"] == 0
     assert (
-        doc["vllm_rules"] == "vLLM 0.10 rules (those of 0.10.1)"
+        doc["vllm_rules"] == "vLLM 0.10 rules (those of 0.10.2)"
         and doc["release_source"] == "option"
     )
     assert doc["log"]["kv_cache_tokens"] == 42656

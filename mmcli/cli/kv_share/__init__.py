@@ -205,13 +205,9 @@ def plan(
     num_draft_layers: vo.DraftLayersOpt = 0,
     mtp: vo.MtpOpt = False,
     num_speculative_tokens: vo.SpeculativeTokensOpt = None,
-    max_num_seqs: Annotated[
-        int | None,
-        typer.Option(
-            "--max-num-seqs",
-            help="Requests run at once; a hybrid model's state pool is checked against it.",
-        ),
-    ] = None,
+    speculative_config: vo.SpeculativeConfigOpt = None,
+    enforce_eager: vo.EnforceEagerOpt = False,
+    max_num_seqs: vo.MaxNumSeqsOpt = None,
     num_gpu_blocks_override: Annotated[
         int | None,
         typer.Option(
@@ -262,9 +258,12 @@ def plan(
     from mmcli.kv.inputs.model_source import resolve_model
     from mmcli.kv.options import PlanOptions
     from mmcli.kv.plan import plan_kv_cache
+    from mmcli.kv.speculative import speculative_options
     from mmcli.kv.whatif.sweep import parse_sweep
 
     partition = parse_partition(pp_layer_partition) if pp_layer_partition is not None else None
+    speculative = (speculative_config, mtp, num_speculative_tokens, num_draft_layers)
+    mtp, num_speculative_tokens, num_draft_layers = speculative_options(*speculative)
     length = parse_max_model_len(max_model_len, vllm_version)
     engines = eng.EngineArgs(
         engine,
@@ -282,6 +281,7 @@ def plan(
     vllm_args |= {"--enable-prefix-caching": enable_prefix_caching, "--max-num-seqs": max_num_seqs}
     vllm_args |= {"--num-gpu-blocks-override": num_gpu_blocks_override, "--strict": strict}
     vllm_args |= {"--disable-hybrid-kv-cache-manager": disable_hybrid, "--mtp": mtp}
+    vllm_args |= {"--speculative-config": speculative[0], "--enforce-eager": enforce_eager}
     vllm_args |= {"--gpu-memory-utilization": gpu_memory_utilization}
     vllm_args |= vo.vllm_only(chunked_hybrid)
     if engines.engine in ("sglang", "trtllm"):  # with all, they shape vLLM's column
@@ -330,6 +330,7 @@ def plan(
         mtp=mtp,
         num_speculative_tokens=num_speculative_tokens,
         max_num_seqs=max_num_seqs,
+        enforce_eager=enforce_eager,
         allow_long_max_model_len=allow_long_max_model_len,
         max_num_batched_tokens_default=batched_default,
     )

@@ -19,7 +19,7 @@ from mmcli.cli.kv_share.stages import stage_table
 from mmcli.findings import count
 from mmcli.kv.aliasing import AliasingReport
 from mmcli.kv.releases import describe
-from mmcli.kv.result import KVPlan, SidePlan
+from mmcli.kv.result import ENGINE_CODES, KVPlan, SidePlan
 from mmcli.kv.spec import KVCacheSpec
 from mmcli.kv.state import MambaSpec
 from mmcli.text import human_bytes, index_ranges, plural
@@ -370,7 +370,7 @@ def render_plan(plan: KVPlan, aliasing: AliasingReport | None, *, all_layers: bo
         if f.hint:
             console.print(f"  [dim]hint: {escape(f.hint)}[/]")
     errors, warnings = count(plan.findings, "error"), count(plan.findings, "warning")
-    map_errors = errors - count([f for f in plan.findings if f.code == "memory-too-small"], "error")
+    map_errors = errors - count([f for f in plan.findings if f.code in ENGINE_CODES], "error")
     if aliasing is None:
         console.print("aliasing check: skipped, the map has errors")
     elif aliasing.verified and aliasing.checked == 0:

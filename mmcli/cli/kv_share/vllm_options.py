@@ -32,7 +32,33 @@ SpeculativeTokensOpt = Annotated[
         min=1,
         help="num_speculative_tokens of vLLM's --speculative-config (default with --mtp: "
         "the MTP layer count): a Mamba / GDN state keeps that many more blocks per "
-        "request and, for most hybrids, a wider conv state (vLLM 0.32+).",
+        "request and, for most hybrids, a wider conv state.",
+    ),
+]
+SpeculativeConfigOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--speculative-config",
+        help='vLLM\'s --speculative-config JSON, e.g. \'{"method": "mtp", '
+        '"num_speculative_tokens": 2}\': an MTP method plans the MTP layers, ngram / suffix '
+        "none, eagle / eagle3 --num-draft-layers; instead of --mtp and "
+        "--num-speculative-tokens.",
+        show_default=False,
+    ),
+]
+MaxNumSeqsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-num-seqs",
+        help="Requests run at once; a hybrid model's state pool is checked against it.",
+    ),
+]
+EnforceEagerOpt = Annotated[
+    bool,
+    flag(
+        "--enforce-eager",
+        help="vLLM's --enforce-eager: no CUDA graphs, so a hybrid model's state pool may hold "
+        "fewer blocks than --max-num-seqs (with FULL decode graphs vLLM 0.20+ refuses that).",
     ),
 ]
 

@@ -5,11 +5,18 @@ from __future__ import annotations
 
 from mmcli.errors import InputError
 from mmcli.kv.model import ModelConfig
-from mmcli.kv.releases import LAST_SERVED, EngineRules, parse_release
+from mmcli.kv.releases import FIRST_SERVED, LAST_SERVED, EngineRules, applies, parse_release
 
 
 def refuse_unstartable(config: ModelConfig, rules: EngineRules) -> None:
     """Models the named release cannot start, refused rather than planned."""
+    first = FIRST_SERVED.get(config.architecture)
+    if first is not None and not applies(first, rules):
+        raise InputError(
+            f"{config.name}: vLLM {rules.release} does not serve {config.architecture} yet "
+            f"(the first release that does is {first}; the engine refuses to start)",
+            hint=f"plan with --vllm-version {first} or newer",
+        )
     last = LAST_SERVED.get(config.architecture)
     if last is not None and parse_release(rules.release) > parse_release(last):
         raise InputError(

@@ -14,7 +14,7 @@ from mmcli.errors import InputError
 from mmcli.findings import Finding
 from mmcli.kv.model import ModelConfig
 from mmcli.kv.options import PlanOptions
-from mmcli.kv.releases import describe
+from mmcli.kv.releases import describe, first_release
 from mmcli.kv.spec import KVCacheSpec
 from mmcli.kv.state import MambaSpec
 
@@ -23,6 +23,11 @@ from mmcli.kv.state import MambaSpec
 MAMBA_PREFIX_CACHING_MODELS = frozenset(
     {"bamba", "falcon_h1", "granitemoehybrid", "jamba", "mamba", "mamba2", "nemotron_h", "zamba2"}
 )
+
+
+#: Model types of the gated-delta-net hybrids (Qwen3-Next from vLLM 0.10.2, Qwen3.5 / 3.6
+#: dense and MoE from 0.17), whose speculative growth is mirrored in every release.
+GDN_TYPES = ("qwen3_next", "qwen3_5")
 
 
 def speculative_tokens(
@@ -59,33 +64,68 @@ def speculative_tokens(
                 hint="pass --num-speculative-tokens (vLLM's num_speculative_tokens)",
             )
         return options, None
-    if not options.rules.speculative_states:
-        raise InputError(
-            f"speculative decoding ({tokens} speculative tokens) on a model with recurrent "
-            f"states under {describe(options.rules)}: how its states grow is mirrored from "
-            "vLLM 0.32 only",
-            hint="plan with --vllm-version 0.32 or newer, or without speculative tokens",
-        )
+    _refuse_unmirrored_growth(config, tokens, options)
+    rules = options.rules
+    counted = (
+        f"each state group keeps {tokens} more state blocks per request (num_speculative_blocks)"
+        if rules.speculative_state_blocks
+        else f"each request is allocated {tokens} more state blocks (num_speculative_blocks), "
+        f"which {describe(rules)} leave out of the start-up check and the concurrency "
+        "(a state counts one page there until 0.15)"
+    )
     note = Finding(
         "speculative-states",
         "info",
-        f"{tokens} speculative tokens: each state group keeps {tokens} more state blocks per "
-        "request (num_speculative_blocks), and a GDN / Mamba-2 conv state of "
+        f"{tokens} speculative tokens: {counted}, and a GDN / Mamba-2 conv state of "
         f"{config.model_type or 'this model'} is {tokens} columns wider where its vLLM model "
         "passes num_spec",
     )
     return options, note
 
 
+def is_gdn_model(config: ModelConfig) -> bool:
+    """Qwen3-Next and Qwen3.5 / 3.6 (dense and MoE): the gated-delta-net hybrids."""
+    return config.model_type.startswith(GDN_TYPES)
+
+
+def _refuse_unmirrored_growth(config: ModelConfig, tokens: int, options: PlanOptions) -> None:
+    """Speculative decoding on a state model that the release refuses, or whose growth is not
+    mirrored for it (:attr:`~mmcli.kv.releases.EngineRules.speculative_states`)."""
+    rules = options.rules
+    served = rules.speculative_states
+    if served == "all" or (served == "gdn" and is_gdn_model(config)):
+        return
+    if served == "qwen3_next" and config.model_type == "qwen3_next":
+        return
+    kind = config.model_type or config.name
+    if served == "qwen3_next":
+        raise InputError(
+            f"speculative decoding ({tokens} speculative tokens) on {kind}, a model with "
+            f"recurrent states: {describe(rules)} refuse it for every such model but "
+            "Qwen3-Next ('Mamba with speculative decoding is not supported yet.'); the engine "
+            f"would not start",
+            hint=f"plan with --vllm-version {first_release('speculative_states', 'gdn')} or "
+            "newer, or without speculative tokens",
+        )
+    raise InputError(
+        f"speculative decoding ({tokens} speculative tokens) on {kind}, a model with "
+        f"recurrent states, under {describe(rules)}: how its states grow is mirrored for "
+        "Qwen3-Next and Qwen3.5 from their first release, for other models from "
+        f"vLLM {first_release('speculative_states', 'all')} only",
+        hint=f"plan with --vllm-version {first_release('speculative_states', 'all')} or "
+        "newer, or without speculative tokens",
+    )
+
+
 def state_pages(
     config: ModelConfig, specs: list[KVCacheSpec | MambaSpec | None], options: PlanOptions
-) -> int:
+) -> tuple[int, Finding | None]:
     """States one request holds in each state group: 1, or 2 under prefix caching ("align");
     a Mamba-2 state adds its prefill checkpoint, and speculative decoding its blocks (the
-    plan's ``_Run.pages``)."""
+    plan's ``_Run.pages``). The note says when the release turns prefix caching off."""
     rules = options.rules
     if not any(isinstance(spec, MambaSpec) for spec in specs):
-        return 1
+        return 1, None
     caching = options.enable_prefix_caching
     if not any(isinstance(spec, KVCacheSpec) for spec in specs):
         # An attention-free model (Mamba, Mamba2): the engine turns prefix caching off by
@@ -96,16 +136,37 @@ def state_pages(
                 "such a model is experimental in the engine and not modelled by mmcli",
                 hint="plan without --enable-prefix-caching (the engine's default for it)",
             )
-        return 1
+        return 1, None
     if caching is None:
         caching = rules.hybrid_prefix_caching_default
     if not caching:
-        return 1
-    if rules.mamba_all_mode and config.model_type in MAMBA_PREFIX_CACHING_MODELS:
+        return 1, None
+    supports = config.model_type in MAMBA_PREFIX_CACHING_MODELS
+    mode = rules.state_prefix_caching
+    if mode == "refused":
+        raise InputError(
+            f"--enable-prefix-caching on {config.name}, a model with recurrent states: "
+            f"{describe(rules)} refuse to start ('Prefix caching is not supported for Mamba "
+            "yet.')",
+            hint="plan with --no-enable-prefix-caching, or with --vllm-version "
+            f"{first_release('state_prefix_caching', 'off')} or newer",
+        )
+    if mode == "off" or (mode == "supported" and not supports):
+        return 1, Finding(
+            "prefix-caching-off",
+            "info",
+            f"{describe(rules)} turn prefix caching off for {config.model_type or config.name}"
+            " (a model with recurrent states"
+            + ("" if mode == "off" else " whose vLLM model does not support Mamba prefix caching")
+            + "): one state per request",
+        )
+    if rules.mamba_all_mode and supports:
         raise InputError(
             f"with prefix caching on, {describe(rules)} keep a {config.model_type} state per "
-            "block ('all' mode), which mmcli does not model",
-            hint="plan with --no-enable-prefix-caching, or with --vllm-version 0.29 or newer "
-            "(one 'align' state pair per request)",
+            "block ('all' mode; from 0.22 plus the speculative blocks), which mmcli does not "
+            "model",
+            hint="plan with --no-enable-prefix-caching, or with --vllm-version "
+            f"{first_release('mamba_all_mode', False)} or newer (one 'align' state pair per "
+            "request)",
         )
-    return 2
+    return 2, None

@@ -19,7 +19,7 @@ from mmcli.errors import EXIT_FINDINGS, EXIT_OK, InputError
 from mmcli.findings import Finding
 from mmcli.kv.model import ModelConfig
 from mmcli.kv.options import PlanOptions, parse_size
-from mmcli.kv.result import KVPlan, SidePlan
+from mmcli.kv.result import ENGINE_CODES, KVPlan, SidePlan
 
 PARAMETERS: Final = ("max-model-len", "memory")
 #: At most this many points: each is a full plan.
@@ -277,11 +277,7 @@ def run_sweep(
     shares = any(p.with_sharing != p.without_sharing for p in points) and any(
         p.with_sharing is not None for p in points
     )
-    errors = tuple(f for f in plan.findings if f.severity == "error" and f.code != TOO_SMALL)
+    errors = tuple(f for f in plan.findings if f.severity == "error" and f.code not in ENGINE_CODES)
     return Sweep(
         config.name, spec.parameter, tuple(points), fixed, plan.engine_side, shares, errors
     )
-
-
-#: The finding of a point whose request does not fit: the sweep's ``fits`` series says it.
-TOO_SMALL = "memory-too-small"

@@ -69,7 +69,7 @@ def test_llama_8b_vllm_20707_blocks_tokens_and_concurrency() -> None:
         "GPU KV cache size (tokens)": "match",
         "Maximum concurrency": "match",
     }
-    assert result.rules == "vLLM 0.10 rules (those of 0.10.1)" and result.release_source == "option"
+    assert result.rules == "vLLM 0.10 rules (those of 0.10.2)" and result.release_source == "option"
 
 
 def test_qwen3_1_7b_vllm_33263_without_concurrency() -> None:
