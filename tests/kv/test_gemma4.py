@@ -24,12 +24,14 @@ Sources (released files):
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from mmcli.errors import InputError
 from mmcli.kv.hf.config import parse_hf_config
+from mmcli.kv.inputs.layer_config import load_config
 from mmcli.kv.model import ModelConfig
 from mmcli.kv.options import PlanOptions
 from mmcli.kv.plan import plan_kv_cache
@@ -148,3 +150,37 @@ def test_shared_tail_targets_the_last_owner_of_the_forced_type() -> None:
 def test_refused(extra: dict[str, Any], message: str) -> None:
     with pytest.raises(InputError, match=message):
         parse(text(**extra))
+
+
+# --- the published 26B-A4B and 31B text configs (tests/kv/configs/PROVENANCE.md) ----------
+
+CONFIGS = Path(__file__).resolve().parent / "configs"
+
+
+@pytest.mark.parametrize(
+    ("model", "sliding", "full", "per_token"),
+    [
+        # 30 layers, 5 sliding : 1 full; sliding 8 KV heads × 256, full (k_eq_v)
+        # num_global_key_value_heads 2 × global_head_dim 512; bf16 (2 B), K and V.
+        ("26B-A4B", (25, 8), (5, 2), 25 * (2 * 8 * 256 * 2) + 5 * (2 * 2 * 512 * 2)),
+        # 60 layers; sliding 16 KV heads × 256, full 4 × 512.
+        ("31B", (50, 16), (10, 4), 50 * (2 * 16 * 256 * 2) + 10 * (2 * 4 * 512 * 2)),
+    ],
+)
+def test_published_configs(
+    model: str, sliding: tuple[int, int], full: tuple[int, int], per_token: int
+) -> None:
+    config = load_config(CONFIGS / f"google--gemma-4-{model}-it.text_config.json")
+    slides = [layer for layer in config.layers if layer.attention == "sliding"]
+    fulls = [layer for layer in config.layers if layer.attention == "full"]
+    assert len(slides) == sliding[0] and len(fulls) == full[0]
+    assert {layer.spec for layer in slides} == {
+        SlidingWindowSpec(16, sliding[1], 256, "bfloat16", 1024)
+    }
+    assert {layer.spec for layer in fulls} == {FullAttentionSpec(16, full[1], 512, "bfloat16")}
+    assert all(layer.kv_sharing_target is None for layer in config.layers)
+    assert config.attention_k_eq_v
+    plan = plan_kv_cache(config, PlanOptions(memory_bytes=20 * GiB, vllm_version="0.22"))
+    assert plan.with_sharing is not None
+    assert plan.with_sharing.bytes_per_token == per_token
+    assert all(not f.code.startswith("gemma4") for f in plan.findings)  # last layer is full
