@@ -24,11 +24,14 @@ Sources (released files):
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
+from mmcli.cli.main import app
 from mmcli.errors import InputError
 from mmcli.kv.hf.config import parse_hf_config
 from mmcli.kv.inputs.layer_config import load_config
@@ -184,3 +187,51 @@ def test_published_configs(
     assert plan.with_sharing is not None
     assert plan.with_sharing.bytes_per_token == per_token
     assert all(not f.code.startswith("gemma4") for f in plan.findings)  # last layer is full
+
+
+# --- the engine's layer names ------------------------------------------------------------
+
+
+def wrapped(architecture: str) -> dict[str, Any]:
+    types = [S, S, F, S, F]
+    inner = text(num_hidden_layers=5, layer_types=types, num_kv_shared_layers=2)
+    return {"architectures": [architecture], "model_type": "gemma4", "text_config": inner}
+
+
+def test_multimodal_wrapper_names_layers_under_language_model() -> None:
+    """vLLM 0.19.0 and 0.34.0 gemma4_mm.py: ``Gemma4ForConditionalGeneration`` builds its
+    ``Gemma4ForCausalLM`` with ``prefix=maybe_prefix(prefix, "language_model")``; gemma4.py
+    puts the decoder under ``model`` and its layers under ``{prefix}.layers``, and a shared
+    layer's target is ``{prefix before .layers.}.layers.{index}.self_attn.attn``."""
+    config = parse(wrapped("Gemma4ForConditionalGeneration"))
+    pre = "language_model.model.layers"
+    assert [layer.name for layer in config.layers] == [
+        f"{pre}.{i}.self_attn.attn" for i in range(5)
+    ]
+    # first shared layer 5 - 2 = 3: layer 3 (sliding) reads 1, layer 4 (full) reads 2
+    targets = [layer.kv_sharing_target for layer in config.layers]
+    assert targets == [None, None, None, f"{pre}.1.self_attn.attn", f"{pre}.2.self_attn.attn"]
+    causal = parse(wrapped("Gemma4ForCausalLM"))  # the text model keeps model.layers
+    assert [layer.name for layer in causal.layers] == [name(i) for i in range(5)]
+
+
+def test_emit_map_and_map_use_the_engine_names(tmp_path: Path) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(wrapped("Gemma4ForConditionalGeneration")))
+    out = tmp_path / "map.json"
+    runner = CliRunner()
+    args = ["kv-share", "plan", str(config), "--memory", "1GiB", "--emit-map", str(out)]
+    result = runner.invoke(app, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.stdout + result.stderr
+    pre = "language_model.model.layers"
+    emitted = json.loads(out.read_text())
+    assert emitted == {
+        f"{pre}.3.self_attn.attn": f"{pre}.1.self_attn.attn",
+        f"{pre}.4.self_attn.attn": f"{pre}.2.self_attn.attn",
+    }
+    result = runner.invoke(
+        app,
+        ["kv-share", "plan", str(config), "--memory", "1GiB", "--map", str(out)],
+        catch_exceptions=False,
+    )
+    assert result.exit_code == 0, result.stdout + result.stderr
