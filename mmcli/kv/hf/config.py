@@ -24,7 +24,7 @@ from mmcli.kv.hf.layouts import (
     sliding_window,
 )
 from mmcli.kv.hf.quant import checkpoint_kv
-from mmcli.kv.hf.sharing import hf_layer_name, hf_sharing
+from mmcli.kv.hf.sharing import engine_names, hf_layer_name, hf_sharing
 from mmcli.kv.hf.states import ssm_dtype_rules, state_spec
 from mmcli.kv.inputs.values import optional_int, shown, string, type_name
 from mmcli.kv.model import (
@@ -346,7 +346,7 @@ def parse_hf_config(doc: dict[str, Any], *, default_name: str, where: str) -> Mo
     return ModelConfig(
         name=str(name),
         source="hf",
-        layers=layers,
+        layers=engine_names(layers, architecture(doc)),
         max_model_len=context.positions,
         num_attention_heads=specs.heads,
         model_type=model_type,

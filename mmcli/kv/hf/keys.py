@@ -156,6 +156,7 @@ KEYS_IGNORED: frozenset[str] = frozenset(
         "decoder_sparse_step",
         "num_experts",
         "num_experts_per_tok",
+        "top_k_experts",
         "n_routed_experts",
         "n_shared_experts",
         "n_group",

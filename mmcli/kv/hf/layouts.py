@@ -15,7 +15,8 @@ pattern vLLM's model code reads), model type by model type (see docs/kv-configs.
   default: every ``no_rope_layer_interval``-th (4th) layer is full);
 * Falcon-H1: every layer runs attention and Mamba2 side by side;
 * sliding windows: Gemma 2 alternating (sliding for even i), Gemma 3 / Gemma 4
-  ``sliding_window_pattern`` (default 6, Gemma 3n 5; Gemma 4's last layer is full), Olmo 3
+  ``sliding_window_pattern`` (default 6, Gemma 3n 5; Gemma 4 always 6, its last layer
+  forced full, as in transformers), Olmo 3
   (3 sliding : 1 full; window 4096 when unset), Mistral (window 4096 when the key is
   absent), Qwen2-family ``use_sliding_window`` / ``max_window_layers``, and otherwise the
   engine's default: the window applies to every layer.
@@ -108,7 +109,10 @@ def layer_kinds(
     if model_type in ATTENTION_FREE:  # every layer a Mamba mixer, no attention at all
         return [ATTENTION_FREE[model_type]] * n, []
     if text.get("layer_types") is not None:
-        return _checked_layer_types(text, n, where), []
+        kinds = _checked_layer_types(text, n, where)
+        if model_type.startswith("gemma4"):
+            return _gemma4_kinds(kinds, where)
+        return kinds, []
     if model_type == "lfm2":  # Lfm2Config: full attention at full_attn_idxs, else conv
         idxs = text.get("full_attn_idxs")
         full = set(range(n)) if idxs is None else set(_int_list(text, "full_attn_idxs", where))
@@ -212,6 +216,10 @@ def sliding_window(text: dict[str, Any], model_type: str, where: str) -> int | N
 def _sliding_kinds(
     text: dict[str, Any], model_type: str, n: int, where: str
 ) -> tuple[list[str], list[Finding]]:
+    if model_type.startswith("gemma4"):  # Gemma4TextConfig: 5 sliding : 1 full, any window
+        kinds = ["sliding_attention" if (i + 1) % 6 else "full_attention" for i in range(n)]
+        kinds, notes = _gemma4_kinds(kinds, where)
+        return kinds, _gemma4_pattern_note(text, where) + notes
     window = sliding_window(text, model_type, where)
     if model_type in _QWEN_SLIDING or "use_sliding_window" in text:
         if not text.get("use_sliding_window"):
@@ -233,7 +241,7 @@ def _sliding_kinds(
     pattern = optional_int(text, "sliding_window_pattern", where)
     if model_type == "gemma2":
         pattern = 2 if pattern is None else pattern
-    if model_type in ("gemma3", "gemma3_text", "gemma4", "gemma4_text"):
+    if model_type in ("gemma3", "gemma3_text"):
         pattern = 6 if pattern is None else pattern
     if model_type.startswith("gemma3n"):  # Gemma3nTextConfig: every 5th layer full
         pattern = 5 if pattern is None else pattern
@@ -243,8 +251,6 @@ def _sliding_kinds(
         kinds = [
             "full_attention" if (i + 1) % pattern == 0 else "sliding_attention" for i in range(n)
         ]
-        if model_type.startswith("gemma4"):
-            kinds[-1] = "full_attention"  # transformers forces the last layer to full
         return kinds, []
     note = Finding(
         "sliding-all-layers",
@@ -254,3 +260,45 @@ def _sliding_kinds(
         hint="add layer_types if only some layers slide",
     )
     return ["sliding_attention"] * n, [note]
+
+
+def _gemma4_kinds(kinds: list[str], where: str) -> tuple[list[str], list[Finding]]:
+    """Gemma 4's layer types as transformers' ``Gemma4TextConfig`` builds them: only sliding
+    and full layers, and the last layer forced to full (the engine reads what it built)."""
+    for i, kind in enumerate(kinds):
+        if kind not in ("sliding_attention", "full_attention"):
+            raise InputError(
+                f"{where}: layer_types[{i}] is {kind!r}, but vLLM's Gemma 4 model code knows "
+                "only sliding_attention and full_attention layers",
+                hint="write each Gemma 4 layer as sliding_attention or full_attention",
+            )
+    if kinds and kinds[-1] != "full_attention":
+        kinds = [*kinds[:-1], "full_attention"]
+        return kinds, [
+            Finding(
+                "gemma4-last-layer-full",
+                "info",
+                f"layer {len(kinds) - 1}, the config's last, is sliding, but transformers' "
+                "Gemma 4 config forces the last layer to full attention, and the engine "
+                "builds what transformers built: planned as a full layer",
+                hint="write full_attention as the last entry of layer_types to match",
+            )
+        ]
+    return kinds, []
+
+
+def _gemma4_pattern_note(text: dict[str, Any], where: str) -> list[Finding]:
+    """transformers' Gemma 4 config builds missing ``layer_types`` as 5 sliding : 1 full
+    whatever ``sliding_window_pattern`` says."""
+    pattern = optional_int(text, "sliding_window_pattern", where)
+    if pattern is None or pattern == 6:
+        return []
+    return [
+        Finding(
+            "gemma4-pattern-ignored",
+            "warning",
+            f"sliding_window_pattern is {pattern}, but transformers' Gemma 4 config ignores it "
+            "and makes every 6th layer full when layer_types is missing: planned that way",
+            hint="give layer_types to plan another layout",
+        )
+    ]

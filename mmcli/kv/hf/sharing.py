@@ -8,6 +8,7 @@ from mmcli.errors import InputError
 from mmcli.findings import Finding
 from mmcli.kv.inputs.values import optional_int, shown
 from mmcli.kv.model import NO_KV_TYPES, SLIDING_TYPES, STATE_TYPES
+from mmcli.kv.spec import Layer
 from mmcli.text import index_ranges
 
 
@@ -142,3 +143,21 @@ def _last_layers_share(
                 layer=hf_layer_name(layers[0], kind),
             )
         )
+
+
+#: Multimodal wrappers whose language model vLLM builds under ``language_model.``, so its
+#: layers are named ``language_model.model.layers.{i}.…`` (vLLM's gemma4_mm.py builds
+#: ``Gemma4ForCausalLM`` with ``prefix=maybe_prefix(prefix, "language_model")``). Only the
+#: wrappers checked against the engine's source are listed.
+LANGUAGE_MODEL_WRAPPERS = frozenset({"Gemma4ForConditionalGeneration"})
+
+
+def engine_names(layers: list[Layer], architecture: str) -> list[Layer]:
+    """The layers under the names the engine gives them (and their sharing targets)."""
+    if architecture not in LANGUAGE_MODEL_WRAPPERS:
+        return layers
+    pre = "language_model."
+    return [
+        Layer(pre + x.name, x.spec, x.kv_sharing_target and pre + x.kv_sharing_target, x.kind)
+        for x in layers
+    ]

@@ -162,7 +162,11 @@ def test_gemma4_e4b_full_layers_use_the_global_head() -> None:
     assert slide == SlidingWindowSpec(16, 2, 256, "bfloat16", 512)
     # the last 18 layers share the last non-shared layer of their type (22 sliding, 23 full)
     targets = {layer.kv_sharing_target for layer in config.layers[24:]}
-    assert targets == {"model.layers.22.self_attn.attn", "model.layers.23.self_attn.attn"}
+    # the multimodal wrapper's layers carry vLLM's language_model. prefix (gemma4_mm.py)
+    assert targets == {
+        "language_model.model.layers.22.self_attn.attn",
+        "language_model.model.layers.23.self_attn.attn",
+    }
     assert config.attention_k_eq_v is False
 
 
