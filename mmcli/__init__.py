@@ -28,8 +28,10 @@ if TYPE_CHECKING:
     from mmcli.kv import (
         FullAttentionSpec,
         KVCacheGroupSpec,
+        PlanRequest,
         SlidingWindowSpec,
         initialize_kv_cache_for_kv_sharing,
+        plan_run,
     )
 
 _LAZY = {
@@ -50,6 +52,8 @@ _LAZY = {
     "FullAttentionSpec": "mmcli.kv",
     "SlidingWindowSpec": "mmcli.kv",
     "initialize_kv_cache_for_kv_sharing": "mmcli.kv",
+    "PlanRequest": "mmcli.kv",
+    "plan_run": "mmcli.kv",
 }
 
 __all__ = [
@@ -75,6 +79,8 @@ __all__ = [
     "FullAttentionSpec",
     "SlidingWindowSpec",
     "initialize_kv_cache_for_kv_sharing",
+    "PlanRequest",
+    "plan_run",
 ]
 
 

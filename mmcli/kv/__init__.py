@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from mmcli.kv.request import Engine, PlanRequest
+from mmcli.kv.run import PlanRun, plan_run
 from mmcli.kv.sharing import initialize_kv_cache_for_kv_sharing, validate_sharing_map
 from mmcli.kv.spec import (
     FullAttentionSpec,
@@ -12,6 +14,10 @@ from mmcli.kv.spec import (
 )
 
 __all__ = [
+    "Engine",
+    "PlanRequest",
+    "PlanRun",
+    "plan_run",
     "FullAttentionSpec",
     "KVCacheGroupSpec",
     "KVCacheSpec",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Final
 
 from mmcli.errors import InputError
@@ -265,8 +266,9 @@ def _key(release: str) -> tuple[int, int, int]:
     return major, minor, rest[0] if rest else 0
 
 
+@lru_cache(maxsize=64)
 def rules_for(release: str | None = None) -> EngineRules:
-    """The rules of ``release`` (default: the newest mirrored)."""
+    """The rules of ``release`` (default: the newest mirrored), built once per release."""
     wanted = parse_release(release or NEWEST)
     fields: dict[str, object] = dict(CHANGES[0][1])
     mirrored = CHANGES[0][0]

@@ -14,9 +14,9 @@ import torch
 from safetensors.torch import save_file
 from typer.testing import CliRunner
 
-from mmcli.cli.kv_share.weights import weights_total
 from mmcli.cli.main import app
 from mmcli.errors import InputError
+from mmcli.kv.inputs.weights import weights_total
 
 ROOT = Path(__file__).resolve().parents[2]
 QWEN = str(ROOT / "samples" / "kv" / "qwen3-14b-like.json")

@@ -71,6 +71,12 @@ FORBIDDEN = {
 }
 #: Imports a base module may make in spite of a ``"mmcli."`` ban above.
 BASE_ALLOWED = {"mmcli.errors"}
+#: Single imports across a ban, each with its reason; the rooms behind them stay banned.
+CROSSINGS = {
+    # A checkpoint's .safetensors header is read by the one strict reader of the format
+    # (lazily, for --weights FILE), not by a second parser in kv.
+    ("mmcli.kv.inputs.weights", "mmcli.dump.safetensors"),
+}
 
 
 def module_name(path: Path) -> str:
@@ -119,12 +125,13 @@ def imports_of(name: str) -> set[str]:
 GRAPH = {name: imports_of(name) for name in MODULES}
 
 
-def reachable(start: str) -> set[str]:
+def reachable(start: str, crossings: frozenset[tuple[str, str]] = frozenset()) -> set[str]:
     seen: set[str] = set()
     todo = [start]
     while todo:
-        for nxt in GRAPH[todo.pop()]:
-            if nxt not in seen:
+        node = todo.pop()
+        for nxt in GRAPH[node]:
+            if nxt not in seen and (node, nxt) not in crossings:
                 seen.add(nxt)
                 todo.append(nxt)
     return seen
@@ -185,7 +192,7 @@ def test_dependencies_point_down(room: str) -> None:
     assert members, room
     bad = []
     for member in members:
-        for target in sorted(reachable(member)):
+        for target in sorted(reachable(member, frozenset(CROSSINGS))):
             if target in BASE_ALLOWED and FORBIDDEN[room] == ("mmcli.",):
                 continue
             if any(target == b or target.startswith(b) for b in FORBIDDEN[room]):

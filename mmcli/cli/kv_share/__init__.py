@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -15,8 +14,11 @@ from mmcli.cli.kv_share import vllm_options as vo
 from mmcli.cli.kv_share.explain import register_explain
 from mmcli.cli.kv_share.outputs import Notes, check_outputs
 from mmcli.cli.options import FormatOpt, RevisionOpt, flag
-from mmcli.errors import EXIT_FINDINGS, EXIT_OK, InputError
+from mmcli.errors import InputError
 from mmcli.text import printable
+
+if TYPE_CHECKING:
+    from mmcli.kv.run import PlanRun
 
 app = typer.Typer(
     help="Cross-layer KV-cache sharing: validate maps and plan KV memory.",
@@ -33,7 +35,7 @@ EXAMPLE = (
 @app.command("plan", epilog=EXAMPLE, no_args_is_help=True)
 @guarded
 def plan(
-    config: Annotated[
+    model: Annotated[
         str,
         typer.Argument(
             metavar="MODEL",
@@ -50,7 +52,7 @@ def plan(
             help="A JSON object {layer: target} that replaces the map the config implies.",
         ),
     ] = None,
-    kv_dtype: Annotated[
+    kv_cache_dtype: Annotated[
         str,
         typer.Option(
             "--kv-cache-dtype",
@@ -193,7 +195,7 @@ def plan(
             help="dtype of the SSM / recurrent state (auto: the config's, else the model's).",
         ),
     ] = "auto",
-    disable_hybrid: Annotated[
+    disable_hybrid_kv_cache_manager: Annotated[
         bool,
         flag(
             "--disable-hybrid-kv-cache-manager",
@@ -201,7 +203,7 @@ def plan(
             "with this flag.",
         ),
     ] = False,
-    chunked_hybrid: vo.ChunkedHybridOpt = None,
+    chunked_local_attn_hybrid: vo.ChunkedHybridOpt = None,
     num_draft_layers: vo.DraftLayersOpt = 0,
     mtp: vo.MtpOpt = False,
     num_speculative_tokens: vo.SpeculativeTokensOpt = None,
@@ -250,42 +252,14 @@ def plan(
 
     Exit 0 when the map is valid, 1 when it has errors, 2 for bad input.
     """
-    from mmcli.cli.kv_share.budget import estimate_panel, gpu_budget, parse_partition
-    from mmcli.kv.aliasing import check_aliasing
-    from mmcli.kv.engine.max_len import parse_max_model_len
-    from mmcli.kv.inputs.layer_config import load_config
-    from mmcli.kv.inputs.map_file import apply_map, load_map, write_map
-    from mmcli.kv.inputs.model_source import resolve_model
-    from mmcli.kv.options import PlanOptions
-    from mmcli.kv.plan import plan_kv_cache
-    from mmcli.kv.speculative import speculative_options
-    from mmcli.kv.whatif.sweep import parse_sweep
+    request_args = dict(locals())  # the parameters are PlanRequest's fields, but for these:
+    outputs = [request_args.pop(n) for n in ("plot", "emit_map", "all_layers", "output_format")]
+    from mmcli.kv.request import PlanRequest
+    from mmcli.kv.run import plan_run
+    from mmcli.kv.side_by_side import refuse_vllm_only
 
-    partition = parse_partition(pp_layer_partition) if pp_layer_partition is not None else None
-    speculative = (speculative_config, mtp, num_speculative_tokens, num_draft_layers)
-    mtp, num_speculative_tokens, num_draft_layers = speculative_options(*speculative)
-    length = parse_max_model_len(max_model_len, vllm_version)
-    engines = eng.EngineArgs(
-        engine,
-        sglang_version,
-        trtllm_version,
-        mem_fraction_static,
-        page_size,
-        tokens_per_block,
-        free_gpu_memory_fraction,
-    )
-    given = {"--map": map_path, "--sweep": sweep, "--emit-map": emit_map}
-    eng.refuse_vllm_only(engines, {**given, "--max-model-len auto": length == "auto"})
-    vllm_args: dict[str, object] = {"--block-size": block_size, "--vllm-version": vllm_version}
-    vllm_args |= {"--num-speculative-tokens": num_speculative_tokens}
-    vllm_args |= {"--enable-prefix-caching": enable_prefix_caching, "--max-num-seqs": max_num_seqs}
-    vllm_args |= {"--num-gpu-blocks-override": num_gpu_blocks_override, "--strict": strict}
-    vllm_args |= {"--disable-hybrid-kv-cache-manager": disable_hybrid, "--mtp": mtp}
-    vllm_args |= {"--speculative-config": speculative[0], "--enforce-eager": enforce_eager}
-    vllm_args |= {"--gpu-memory-utilization": gpu_memory_utilization}
-    vllm_args |= vo.vllm_only(chunked_hybrid)
-    if engines.engine in ("sglang", "trtllm"):  # with all, they shape vLLM's column
-        eng.refuse_vllm_only(engines, {**vllm_args, "--num-draft-layers": num_draft_layers})
+    request = PlanRequest(**request_args)
+    refuse_vllm_only(request.resolved.engines, {"--emit-map": emit_map})
     if emit_map is not None and sweep is not None:
         raise InputError(
             "--emit-map is not written by a --sweep (one map, many plans)",
@@ -293,103 +267,40 @@ def plan(
         )
     if plot is not None and sweep is None:
         raise InputError("--plot needs --sweep", hint="e.g. --sweep max-model-len=4K..128K")
-    spec = parse_sweep(sweep) if sweep is not None else None  # refused before any planning
-    source = resolve_model(config, revision)
-    est, figure = gpu_budget(
-        gpu, memory, weights, reserve, source, revision, engines.engine, gpu_memory_utilization,
-        tensor_parallel_size, pipeline_parallel_size,
-    )  # fmt: skip
-    if batched_default := max_num_batched_tokens is None:
-        from mmcli.kv.options import DEFAULT_MAX_NUM_BATCHED_TOKENS
-        from mmcli.kv.whatif.gpus import default_max_num_batched_tokens, resolve_gpu
-
-        max_num_batched_tokens = (
-            default_max_num_batched_tokens(resolve_gpu(gpu))
-            if gpu is not None
-            else DEFAULT_MAX_NUM_BATCHED_TOKENS
-        )
-    options = PlanOptions(
-        block_size=block_size,
-        kv_dtype=kv_dtype,
-        max_model_len=length if isinstance(length, int) else None,
-        memory=memory,
-        memory_bytes=est.memory_bytes() if est is not None else None,
-        tensor_parallel_size=tensor_parallel_size,
-        pipeline_parallel_size=pipeline_parallel_size,
-        pp_layer_partition=partition,
-        max_num_batched_tokens=max_num_batched_tokens,
-        vllm_version=vllm_version,
-        async_scheduling=async_scheduling,
-        enable_prefix_caching=enable_prefix_caching,
-        mamba_ssm_cache_dtype=mamba_ssm_cache_dtype,
-        disable_hybrid_kv_cache_manager=disable_hybrid,
-        chunked_local_attn_hybrid=chunked_hybrid,
-        strict=strict,
-        num_draft_layers=num_draft_layers,
-        num_gpu_blocks_override=num_gpu_blocks_override,
-        mtp=mtp,
-        num_speculative_tokens=num_speculative_tokens,
-        max_num_seqs=max_num_seqs,
-        enforce_eager=enforce_eager,
-        allow_long_max_model_len=allow_long_max_model_len,
-        max_num_batched_tokens_default=batched_default,
-    )
-    if engines.engine in ("sglang", "trtllm"):
-        raise typer.Exit(eng.run_engines(engines, source, options, gpu, figure, output_format))
-    target_device: Any = "meta"
-    if device.strip().lower() != "meta":
-        # Only a real device needs torch; the default meta check stays import-free and fast.
-        from mmcli.devices import resolve_device
-
-        target_device = resolve_device(device, allow_meta=True)
-        if target_device.type == "meta":
-            target_device = "meta"
-
-    model = load_config(source.config)
-    map_findings = apply_map(model, load_map(map_path)) if map_path is not None else []
-    check_outputs(emit_map, plot)  # every input is read (and protected): before planning
-    notes = Notes()  # said once the command has worked, never before an error
-    if length == "auto":
-        from mmcli.kv.whatif.fit import fit_max_model_len
-
-        fit = fit_max_model_len(model, options)
-        notes.append(fit.message())
-        options = replace(options, max_model_len=fit.fitted)
-    if spec is not None:
+    run = plan_run(request, inputs_read=lambda: check_outputs(emit_map, plot))
+    notes = Notes(run.notes)  # said once the command has worked, never before an error
+    if run.sweep is not None:
         from mmcli.cli.kv_share.chart import sweep_command
 
-        sweep_command(model, options, spec, plot, output_format, est, notes, map_findings)
-    result = plan_kv_cache(model, options, extra_findings=map_findings)
-    aliasing = None if result.has_map_errors else check_aliasing(result, target_device)
-    if emit_map is not None:
-        written = write_map(emit_map, result.sharing_map())
+        sweep_command(run.sweep, plot, output_format, run.estimate, notes)
+    if emit_map is not None and run.plan is not None:
+        from mmcli.kv.inputs.map_file import write_map
+
+        written = write_map(emit_map, run.plan.sharing_map())
         notes.append(f"wrote {written} map entries to {printable(str(emit_map))}")
-    if engines.engine == "all":
-        code = eng.run_engines(engines, source, options, gpu, figure, output_format, vllm=result)
-        notes.say()
-        raise typer.Exit(code)
-    exit_code = EXIT_FINDINGS if result.has_errors else EXIT_OK
-    if aliasing is not None and not aliasing.verified:
-        exit_code = EXIT_FINDINGS
-    if output_format is OutputFormat.json:
-        verified = aliasing.verified if aliasing is not None else None
-        doc = result.to_json(aliasing_verified=verified, exit_code=exit_code, lazy_layers=True)
-        if est is not None:
-            doc["memory_estimate"] = est.to_json()
-        doc["model_source"] = source.to_json()
-        emit_json(doc)
+    render_run(run, *outputs[2:])
+    notes.say()
+    raise typer.Exit(run.exit_code)
+
+
+def render_run(run: PlanRun, all_layers: bool, output_format: OutputFormat) -> None:
+    """The plan, or the engines side by side, as a report or one JSON document."""
+    if run.engines:
+        eng.render_engines(run.source.config.name, run.engines, output_format)
+    elif output_format is OutputFormat.json:
+        emit_json(run.to_json(lazy_layers=True))
     else:
         from rich.markup import escape
 
+        from mmcli.cli.kv_share.budget import estimate_panel
         from mmcli.cli.kv_share.render import render_plan
 
-        if source.kind != "file":
-            stdout().print(f"model: {escape(source.label)}", highlight=False)
-        if est is not None:
-            stdout().print(estimate_panel(est))
-        render_plan(result, aliasing, all_layers=all_layers)
-    notes.say()
-    raise typer.Exit(exit_code)
+        assert run.plan is not None
+        if run.source.kind != "file":
+            stdout().print(f"model: {escape(run.source.label)}", highlight=False)
+        if run.estimate is not None:
+            stdout().print(estimate_panel(run.estimate))
+        render_plan(run.plan, run.aliasing, all_layers=all_layers)
 
 
 register_explain(app)  # `kv-share explain` lives in its own module

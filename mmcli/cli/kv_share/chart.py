@@ -20,7 +20,7 @@ from rich.text import Text
 from mmcli.atomic import atomic_write, check_target
 from mmcli.cli._output import OutputFormat, emit_json, stderr, stdout
 from mmcli.errors import InputError
-from mmcli.kv.whatif.sweep import Sweep, SweepSpec
+from mmcli.kv.whatif.sweep import Sweep
 from mmcli.text import printable
 
 _EIGHTHS = " ▏▎▍▌▋▊▉█"
@@ -195,20 +195,14 @@ def _nan(value: float | None) -> float:
 
 
 def sweep_command(
-    model: Any,
-    options: Any,
-    spec: SweepSpec,
+    swept: Sweep,
     plot: Path | None,
     output_format: OutputFormat,
     est: Any,
     notes: Sequence[str] = (),
-    map_findings: list[Any] | None = None,
 ) -> None:
-    """``--sweep``: plan over a range, print its table and chart (or JSON), then ``notes``
-    (lines for stderr held back until the command has succeeded), exit."""
-    from mmcli.kv.whatif.sweep import run_sweep
-
-    swept = run_sweep(model, options, spec, map_findings)
+    """``--sweep``'s result: its table and chart (or JSON), the plot, then ``notes`` (lines
+    for stderr held back until the command has succeeded), exit."""
     written = write_plot(swept, plot) if plot is not None else None
     if output_format is OutputFormat.json:
         doc = {"sweep": swept.to_json(), "exit_code": swept.exit_code}

@@ -81,7 +81,18 @@ def read_document(path: Path) -> dict[str, Any]:
 
 def load_config(path: Path) -> ModelConfig:
     """Read an mmcli layer config or a Hugging Face ``config.json``."""
+    return load_document(path)[0]
+
+
+def load_document(path: Path) -> tuple[ModelConfig, dict[str, Any]]:
+    """The config at ``path`` and, for a Hugging Face config, its document (else {}): read
+    once for every engine planned."""
     doc = read_document(path)
+    config = _parse(path, doc)
+    return config, doc if config.source == "hf" else {}
+
+
+def _parse(path: Path, doc: dict[str, Any]) -> ModelConfig:
     if "layers" in doc:
         return parse_mmcli_config(doc, default_name=path.stem, where=str(path))
     if "num_hidden_layers" in doc or isinstance(doc.get("text_config"), dict):

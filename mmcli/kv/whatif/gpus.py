@@ -99,7 +99,7 @@ def resolve_gpu(text: str) -> GPU:
 
 # --- weights ------------------------------------------------------------------------------
 #
-# ``--weights`` is read by the CLI (``mmcli.cli.kv_share.weights``): a size, an index
+# ``--weights`` is read by ``mmcli.kv.inputs.weights``: a size, an index
 # (:func:`index_total`), a ``.safetensors`` header, a folder or a Hub repo; the total is passed
 # to :func:`estimate_kv_budget`.
 

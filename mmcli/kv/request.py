@@ -1,0 +1,173 @@
+"""Every input of a KV plan as one value: :class:`PlanRequest`, which ``kv-share plan`` builds
+from its command line and a library user builds in code (``plan_run(PlanRequest(...))``).
+
+Its fields take what the command line takes, under the engine's own names (vLLM's where vLLM
+has the setting, e.g. ``gpu_memory_utilization``), as text where the command line reads text
+(``memory="20GiB"``, ``max_model_len="128k"``) or as numbers. Whatever can be checked without
+the model is checked when the request is built, each error naming the option it comes from;
+:attr:`PlanRequest.options` is the vLLM planner's :class:`~mmcli.kv.options.PlanOptions`
+before the model is read (the ``--gpu`` budget and the batch default come in
+:func:`mmcli.kv.run.plan_run`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from mmcli.errors import InputError
+from mmcli.kv.side_by_side import EngineArgs, refuse_vllm_only
+from mmcli.text import quoted
+
+#: The engines a plan is made for (``all``: vLLM, SGLang and TensorRT-LLM side by side).
+Engine = Literal["vllm", "sglang", "trtllm", "all"]
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """One ``kv-share plan``: the model, the memory, the engine and its settings."""
+
+    #: A config file, a local model folder, or a Hub repo id (a local path wins).
+    model: str | Path
+    #: With a Hub repo id: the branch, tag or commit.
+    revision: str | None = None
+    #: A ``{layer: target}`` JSON map that replaces the map the config implies.
+    map_path: str | Path | None = None
+    engine: Engine = "vllm"
+    # --- memory -------------------------------------------------------------------------------
+    #: The KV memory per GPU (``20GiB``, bytes): what vLLM logs as "Available KV cache memory".
+    memory: str | int | None = None
+    #: Estimate the KV memory from a GPU (``H100``, ``A100-80GB``, a size such as ``79GiB``).
+    gpu: str | None = None
+    #: With ``gpu``: the weights (a size, an index / .safetensors file, a folder, a repo id).
+    weights: str | None = None
+    gpu_memory_utilization: float | None = None
+    #: With ``gpu``: activation and CUDA-graph memory held back (default 2GiB).
+    reserve: str | None = None
+    # --- the requests ---------------------------------------------------------------------------
+    #: A length (``32768``, ``"128k"``), ``"auto"`` (the largest that fits), or the model's.
+    max_model_len: int | str | None = None
+    allow_long_max_model_len: bool = False
+    #: None: 8192, or with ``gpu`` what ``vllm serve`` picks for that GPU.
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None
+    # --- the cache and parallelism --------------------------------------------------------------
+    kv_cache_dtype: str = "auto"
+    block_size: int | None = None
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    #: Decoder layers per stage (``"8,12,12"`` or a tuple), vLLM's ``VLLM_PP_LAYER_PARTITION``.
+    pp_layer_partition: tuple[int, ...] | str | None = None
+    # --- vLLM -----------------------------------------------------------------------------------
+    #: The vLLM release whose rules to mirror (None: the newest mirrored).
+    vllm_version: str | None = None
+    async_scheduling: bool = True
+    enable_prefix_caching: bool | None = None
+    mamba_ssm_cache_dtype: str = "auto"
+    disable_hybrid_kv_cache_manager: bool = False
+    chunked_local_attn_hybrid: bool | None = None
+    num_draft_layers: int = 0
+    mtp: bool = False
+    num_speculative_tokens: int | None = None
+    #: vLLM's ``--speculative-config`` JSON (text or a dict), instead of mtp / the token count.
+    speculative_config: str | dict[str, Any] | None = None
+    enforce_eager: bool = False
+    num_gpu_blocks_override: int | None = None
+    #: Sharing the engine accepts but that is likely a mistake is an error.
+    strict: bool = False
+    #: Where the aliasing check allocates: ``meta`` (nothing), ``cpu``, ``cuda[:N]``.
+    device: str = "meta"
+    #: Plan over a range: ``max-model-len=4K..128K`` or ``memory=8GiB..80GiB[:N|:xF]``.
+    sweep: str | None = None
+    # --- SGLang and TensorRT-LLM ------------------------------------------------------------------
+    sglang_version: str | None = None
+    trtllm_version: str | None = None
+    mem_fraction_static: float | None = None
+    page_size: int | None = None
+    tokens_per_block: int | None = None
+    free_gpu_memory_fraction: float | None = None
+    #: What the checks resolved (filled in by ``__post_init__``).
+    resolved: _Resolved = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        from mmcli.kv.engine.max_len import parse_max_model_len
+        from mmcli.kv.speculative import speculative_options
+
+        partition = self.pp_layer_partition
+        if isinstance(partition, str):
+            partition = parse_partition(partition)
+        config = self.speculative_config
+        text = None if config is None else config if isinstance(config, str) else _dumps(config)
+        mtp, tokens, drafts = speculative_options(
+            text, self.mtp, self.num_speculative_tokens, self.num_draft_layers
+        )
+        length: int | str | None = self.max_model_len
+        if isinstance(length, str) or length == -1:
+            length = parse_max_model_len(str(length), self.vllm_version)
+        engines = EngineArgs(
+            self.engine,
+            self.sglang_version,
+            self.trtllm_version,
+            self.mem_fraction_static,
+            self.page_size,
+            self.tokens_per_block,
+            self.free_gpu_memory_fraction,
+        )
+        given = {"--map": self.map_path, "--sweep": self.sweep}
+        refuse_vllm_only(engines, {**given, "--max-model-len auto": length == "auto"})
+        vllm_args: dict[str, object] = {
+            "--block-size": self.block_size,
+            "--vllm-version": self.vllm_version,
+            "--num-speculative-tokens": tokens,
+            "--enable-prefix-caching": self.enable_prefix_caching,
+            "--max-num-seqs": self.max_num_seqs,
+            "--num-gpu-blocks-override": self.num_gpu_blocks_override,
+            "--strict": self.strict,
+            "--disable-hybrid-kv-cache-manager": self.disable_hybrid_kv_cache_manager,
+            "--mtp": mtp,
+            "--speculative-config": text,
+            "--enforce-eager": self.enforce_eager,
+            "--gpu-memory-utilization": self.gpu_memory_utilization,
+            "--chunked-local-attn-hybrid": self.chunked_local_attn_hybrid is not None,
+        }
+        if engines.engine in ("sglang", "trtllm"):  # with all, they shape vLLM's column
+            refuse_vllm_only(engines, {**vllm_args, "--num-draft-layers": drafts})
+        sweep = None
+        if self.sweep is not None:
+            from mmcli.kv.whatif.sweep import parse_sweep
+
+            sweep = parse_sweep(self.sweep)  # refused before any planning
+        resolved = _Resolved(engines, partition, mtp, tokens, drafts, length, sweep)
+        object.__setattr__(self, "resolved", resolved)
+
+
+@dataclass(frozen=True)
+class _Resolved:
+    """A request's options once read: the engines, the stages' layers, speculative decoding,
+    the length (an int, ``"auto"`` or None) and the sweep."""
+
+    engines: EngineArgs
+    partition: tuple[int, ...] | None
+    mtp: bool
+    num_speculative_tokens: int | None
+    num_draft_layers: int
+    max_model_len: int | str | None
+    sweep: Any
+
+
+def _dumps(config: dict[str, Any]) -> str:
+    import json
+
+    return json.dumps(config)
+
+
+def parse_partition(text: str) -> tuple[int, ...]:
+    """``--pp-layer-partition 8,12,12`` → ``(8, 12, 12)``."""
+    parts = text.split(",")
+    if len(text) > 10_000 or not all(p.strip().isascii() and p.strip().isdigit() for p in parts):
+        raise InputError(
+            f"--pp-layer-partition: cannot read {quoted(text)} as layer counts",
+            hint="one count per stage, comma-separated, e.g. 8,12,12",
+        )
+    return tuple(int(p) for p in parts)

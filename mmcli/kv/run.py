@@ -1,0 +1,218 @@
+"""One KV plan as a library call: ``plan_run(PlanRequest(...))`` → :class:`PlanRun`, what
+``mmcli kv-share plan`` prints (its ``--format json`` document is ``run.to_json()``).
+
+The model is resolved and its config read once, and handed to every engine planned. A run is
+one of three kinds: a vLLM plan (:attr:`PlanRun.plan`, with its aliasing check), a sweep
+(:attr:`PlanRun.sweep`), or engines side by side (:attr:`PlanRun.engines`: ``--engine
+sglang``, ``trtllm`` or ``all``). Bad input raises :class:`~mmcli.errors.InputError`; findings
+(a broken map, an engine that would not start) are in the result and its ``exit_code``.
+
+>>> from mmcli.kv import PlanRequest, plan_run
+>>> run = plan_run(PlanRequest("samples/kv/qwen3-14b-like.json", memory="20GiB"))
+>>> run.plan.without_sharing.max_concurrency  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from mmcli.errors import EXIT_FINDINGS, EXIT_OK
+from mmcli.kv.request import PlanRequest
+
+if TYPE_CHECKING:
+    from mmcli.kv.aliasing import AliasingReport
+    from mmcli.kv.figures import EngineFigures
+    from mmcli.kv.inputs.model_source import ModelSource
+    from mmcli.kv.inputs.weights import WeightsFigure
+    from mmcli.kv.model import ModelConfig
+    from mmcli.kv.options import PlanOptions
+    from mmcli.kv.result import KVPlan
+    from mmcli.kv.whatif.gpus import Estimate
+    from mmcli.kv.whatif.sweep import Sweep
+
+
+@dataclass
+class PlanRun:
+    """What one request gave: the plan, the sweep or the engines' figures, and its notes."""
+
+    request: PlanRequest
+    source: ModelSource
+    #: The vLLM planner's options as planned (the ``--gpu`` budget and auto-fit applied).
+    options: PlanOptions
+    #: The config as read (None: a single other engine read it for its own figures).
+    model: ModelConfig | None = None
+    #: ``--gpu``'s estimate of vLLM's KV memory, and the weights it took.
+    estimate: Estimate | None = None
+    weights: WeightsFigure | None = None
+    plan: KVPlan | None = None
+    #: The aliasing check of the plan (None: the map has errors, or nothing was planned).
+    aliasing: AliasingReport | None = None
+    sweep: Sweep | None = None
+    #: The engines' figures, one per column (``--engine sglang``, ``trtllm`` or ``all``).
+    engines: list[EngineFigures] = field(default_factory=list)
+    #: Lines for the user beside the result (the auto-fit of max_model_len).
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        """0, or 1 for findings: a broken map, an engine that would not start, aliasing."""
+        if self.engines:
+            return EXIT_FINDINGS if any(r.refusal for r in self.engines) else EXIT_OK
+        if self.sweep is not None:
+            return self.sweep.exit_code
+        assert self.plan is not None
+        failed = self.aliasing is not None and not self.aliasing.verified
+        return EXIT_FINDINGS if self.plan.has_errors or failed else EXIT_OK
+
+    def to_json(self, *, lazy_layers: bool = False) -> dict[str, Any]:
+        """The ``--format json`` document (``lazy_layers``: a plan's layers as a lazy list,
+        for a streaming writer)."""
+        if self.engines:
+            engines = [r.to_json() for r in self.engines]
+            return {
+                "model": self.source.config.name,
+                "engines": engines,
+                "exit_code": self.exit_code,
+            }
+        if self.sweep is not None:
+            doc = {"sweep": self.sweep.to_json(), "exit_code": self.sweep.exit_code}
+            if self.estimate is not None:
+                doc["memory_estimate"] = self.estimate.to_json()
+            return doc
+        assert self.plan is not None
+        verified = self.aliasing.verified if self.aliasing is not None else None
+        doc = self.plan.to_json(
+            aliasing_verified=verified, exit_code=self.exit_code, lazy_layers=lazy_layers
+        )
+        if self.estimate is not None:
+            doc["memory_estimate"] = self.estimate.to_json()
+        doc["model_source"] = self.source.to_json()
+        return doc
+
+
+def plan_run(request: PlanRequest, *, inputs_read: Callable[[], None] | None = None) -> PlanRun:
+    """Plan ``request`` (see the module docstring). ``inputs_read`` is called once every input
+    (the config, the map, the weights) has been read, before any planning: where a caller
+    checks its output paths against the inputs."""
+    from mmcli.kv.inputs.layer_config import load_document
+    from mmcli.kv.inputs.model_source import resolve_model
+    from mmcli.kv.whatif.budget import gpu_budget
+
+    got = request.resolved
+    source = resolve_model(request.model, request.revision)
+    memory = request.memory
+    estimate, weights = gpu_budget(
+        request.gpu,
+        None if memory is None else str(memory),
+        request.weights,
+        request.reserve,
+        source,
+        request.revision,
+        got.engines.engine,
+        request.gpu_memory_utilization,
+        request.tensor_parallel_size,
+        request.pipeline_parallel_size,
+    )
+    options = _options(request, estimate)
+    if got.engines.engine in ("sglang", "trtllm"):
+        from mmcli.kv.side_by_side import engine_figures
+
+        model, doc = load_document(source.config)
+        figures = engine_figures(got.engines, model, doc, options, request.gpu, weights)
+        run = PlanRun(request, source, options, model, estimate, weights, engines=figures)
+        return run
+    device = _device(request.device)
+    model, doc = load_document(source.config)
+    map_findings = []
+    if request.map_path is not None:
+        from pathlib import Path
+
+        from mmcli.kv.inputs.map_file import apply_map, load_map
+
+        map_findings = apply_map(model, load_map(Path(request.map_path)))
+    if inputs_read is not None:
+        inputs_read()
+    run = PlanRun(request, source, options, model, estimate, weights)
+    if got.max_model_len == "auto":
+        from mmcli.kv.whatif.fit import fit_max_model_len
+
+        fit = fit_max_model_len(model, options)
+        run.notes.append(fit.message())
+        run.options = options = replace(options, max_model_len=fit.fitted)
+    if got.sweep is not None:
+        from mmcli.kv.whatif.sweep import run_sweep
+
+        run.sweep = run_sweep(model, options, got.sweep, map_findings)
+        return run
+    from mmcli.kv.aliasing import check_aliasing
+    from mmcli.kv.plan import plan_kv_cache
+
+    run.plan = plan = plan_kv_cache(model, options, extra_findings=map_findings)
+    run.aliasing = None if plan.has_map_errors else check_aliasing(plan, device)
+    if got.engines.engine == "all":
+        from mmcli.kv.side_by_side import engine_figures
+
+        run.engines = engine_figures(
+            got.engines, model, doc, options, request.gpu, weights, vllm=plan
+        )
+    return run
+
+
+def _options(request: PlanRequest, estimate: Estimate | None) -> PlanOptions:
+    """The vLLM planner's options: the request's, the ``--gpu`` budget, the batch default."""
+    from mmcli.kv.options import DEFAULT_MAX_NUM_BATCHED_TOKENS, PlanOptions
+
+    got = request.resolved
+    batched = request.max_num_batched_tokens
+    if batched_default := batched is None:
+        from mmcli.kv.whatif.gpus import default_max_num_batched_tokens, resolve_gpu
+
+        gpu = request.gpu
+        batched = (
+            default_max_num_batched_tokens(resolve_gpu(gpu))
+            if gpu is not None
+            else DEFAULT_MAX_NUM_BATCHED_TOKENS
+        )
+    memory = request.memory
+    memory_bytes = memory if isinstance(memory, int) else None
+    if estimate is not None:
+        memory_bytes = estimate.memory_bytes()
+    return PlanOptions(
+        block_size=request.block_size,
+        kv_dtype=request.kv_cache_dtype,
+        max_model_len=got.max_model_len if isinstance(got.max_model_len, int) else None,
+        memory=memory if isinstance(memory, str) else None,
+        memory_bytes=memory_bytes,
+        tensor_parallel_size=request.tensor_parallel_size,
+        pipeline_parallel_size=request.pipeline_parallel_size,
+        pp_layer_partition=got.partition,
+        max_num_batched_tokens=batched,
+        vllm_version=request.vllm_version,
+        async_scheduling=request.async_scheduling,
+        enable_prefix_caching=request.enable_prefix_caching,
+        mamba_ssm_cache_dtype=request.mamba_ssm_cache_dtype,
+        disable_hybrid_kv_cache_manager=request.disable_hybrid_kv_cache_manager,
+        chunked_local_attn_hybrid=request.chunked_local_attn_hybrid,
+        strict=request.strict,
+        num_draft_layers=got.num_draft_layers,
+        num_gpu_blocks_override=request.num_gpu_blocks_override,
+        mtp=got.mtp,
+        num_speculative_tokens=got.num_speculative_tokens,
+        max_num_seqs=request.max_num_seqs,
+        enforce_eager=request.enforce_eager,
+        allow_long_max_model_len=request.allow_long_max_model_len,
+        max_num_batched_tokens_default=batched_default,
+    )
+
+
+def _device(spec: str) -> Any:
+    """Where the aliasing check allocates: ``"meta"`` (no torch), or a present device."""
+    if spec.strip().lower() == "meta":
+        return "meta"
+    # Only a real device needs torch; the default meta check stays import-free and fast.
+    from mmcli.devices import resolve_device
+
+    device = resolve_device(spec, allow_meta=True)
+    return "meta" if device.type == "meta" else device
