@@ -124,6 +124,9 @@ class ModelConfig:
     mm_item_tokens: int | None = None
     #: The config's first ``architectures`` entry (the model class vLLM looks up), or "".
     architecture: str = ""
+    #: An mmcli layer config that sets ``block_size`` (on a layer or in its defaults): its
+    #: blocks are kept; else a plan takes the release's default block size.
+    block_size_given: bool = False
 
 
 def architecture(doc: dict[str, Any]) -> str:

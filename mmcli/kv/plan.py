@@ -25,10 +25,11 @@ from mmcli.kv.engine.startable import refuse_unstartable
 from mmcli.kv.engine.states import speculative_tokens, state_pages
 from mmcli.kv.model import DEFAULT_BLOCK_SIZE, ModelConfig
 from mmcli.kv.options import PlanOptions
-from mmcli.kv.releases import NEWEST, EngineRules, describe, parse_release
+from mmcli.kv.plan_notes import release_notes, too_small
+from mmcli.kv.releases import EngineRules, describe
 from mmcli.kv.result import GroupPlan, KVPlan, SidePlan
 from mmcli.kv.sharing import first_group_of, validate_sharing_map
-from mmcli.kv.spec import KVCacheSpec, Layer, MLAAttentionSpec
+from mmcli.kv.spec import KVCacheSpec, Layer
 from mmcli.kv.state import MambaSpec
 
 
@@ -175,6 +176,9 @@ def plan_kv_cache(
     """Validate the config's sharing map and plan its KV cache as the engine would."""
     rules = options.rules
     refuse_unstartable(config, rules)
+    user_block = options.block_size is not None
+    if not user_block and not config.block_size_given:
+        options = replace(options, block_size=rules.default_block_size)  # 64 from 0.34
     # The config's own specs, each once: a million layers have a handful.
     options, spec_note = speculative_tokens(config, _distinct_specs(config.layers), options)
     batch, batch_note = batched_tokens(config, options)
@@ -206,7 +210,7 @@ def plan_kv_cache(
             )
         )
 
-    findings += _release_notes(distinct, options) + chunked_as_full(distinct, options)
+    findings += release_notes(distinct, options, user_block) + chunked_as_full(distinct, options)
     kv_layers = [layer for layer in layers if layer.spec is not None]
     owners = [layer for layer in kv_layers if layer.kv_sharing_target is None]
     if not owners and not map_errors:  # a map with errors (a cycle, say) is their finding
@@ -261,7 +265,7 @@ def plan_kv_cache(
     )
     running = with_side if engine_side == "with_sharing" else without
     if running is not None and running.largest_fitting_max_model_len is not None:
-        findings.append(_too_small(running, max_len, options))
+        findings.append(too_small(running, max_len, options))
     if running is not None:
         findings += _state_pool(running, run, distinct)
     return KVPlan(
@@ -309,35 +313,6 @@ def _unplanned(
     )
 
 
-def _release_notes(
-    specs: list[KVCacheSpec | MambaSpec | None], options: PlanOptions
-) -> list[Finding]:
-    """What the chosen rules cannot know: a newer release, a backend-chosen block size."""
-    notes = []
-    rules = options.rules
-    if parse_release(rules.release) > parse_release(NEWEST):
-        notes.append(
-            Finding(
-                "newer-release",
-                "info",
-                f"vLLM {rules.release} is newer than the newest release mirrored ({NEWEST}); "
-                f"this plan uses {NEWEST}'s rules",
-                hint="check its start-up log: mmcli kv-share explain LOG --config CONFIG",
-            )
-        )
-    if options.block_size is None and any(isinstance(s, MLAAttentionSpec) for s in specs):
-        notes.append(
-            Finding(
-                "backend-block-size",
-                "info",
-                "without --block-size, vLLM lets the MLA attention backend pick the block size "
-                "(FlashMLA needs 64 tokens, others 16); this plan uses 16",
-                hint="pass --block-size 64 to plan a FlashMLA run",
-            )
-        )
-    return notes
-
-
 def _state_pool(
     side: SidePlan, run: _Run, specs: list[KVCacheSpec | MambaSpec | None]
 ) -> list[Finding]:
@@ -375,24 +350,3 @@ def _state_pool(
             hint=f"lower --max-num-seqs to {held:,}, or give the KV cache more memory",
         )
     ]
-
-
-def _too_small(side: SidePlan, max_len: int | None, options: PlanOptions) -> Finding:
-    """The engine's start-up refusal: one request at max_model_len does not fit."""
-    gib = 2**30
-    need, have = side.engine_request_bytes or 0, side.check_memory_bytes or 0
-    fits = side.largest_fitting_max_model_len or 0
-    estimate = (
-        f"; the largest max_model_len that fits is {fits:,}"
-        if fits
-        else "; not even a 1-token request fits"
-    )
-    return Finding(
-        "memory-too-small",
-        "error",
-        f"to serve one request of max_model_len {max_len:,}, {need / gib:.2f} GiB of KV cache "
-        f"({need:,} B) is needed, more than the {have / gib:.2f} GiB ({have:,} B) available: "
-        f"the engine would refuse to start{estimate}",
-        hint="lower --max-model-len, raise --memory or --tensor-parallel-size, or use "
-        "--kv-dtype fp8",
-    )

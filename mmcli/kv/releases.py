@@ -115,6 +115,17 @@ class EngineRules:
     #: with a window of ``sliding_window + 1`` (it attends to [pos - window, pos]), which the
     #: KV cache's eviction uses too (``commandr.py``, ``cohere2_moe.py``, from 0.29).
     cohere2_window_plus_one: bool
+    #: The block size without ``--block-size`` (``CacheConfig.DEFAULT_BLOCK_SIZE``,
+    #: config/cache.py): 16, 64 from 0.34 (the attention backend keeps it when it supports it,
+    #: ``get_preferred_block_size``; FlashMLA and FlashAttention do).
+    default_block_size: int
+    #: ``--gpu-memory-utilization``'s default (config/cache.py): 0.9, 0.92 from 0.20, and from
+    #: 0.34 1.0 under the extensible KV cache (``resolved_gpu_memory_utilization``).
+    default_gpu_memory_utilization: float
+    #: The extensible KV cache (0.34, on by default on CUDA and ROCm): sized from measured
+    #: memory after warmup, keeping a margin of max(1 GiB, 0.75 × the transient peak)
+    #: (v1/worker/extensible_kv_cache.py ``measure_kv_cache_bytes``).
+    extensible_kv_cache: bool
     #: ``--max-model-len`` takes the ``t`` / ``T`` suffixes (``human_readable_int``, 0.13).
     max_len_tera: bool
     #: ``--max-model-len auto`` / ``-1``: the largest length that fits (0.14).
@@ -163,6 +174,8 @@ PIPELINE_FIELDS: Final = frozenset({"pp_global_groups", "pp_whole_model_check", 
 
 #: The rules that change only how the command line is read, not any plan.
 CLI_FIELDS: Final = frozenset({"max_len_tera", "max_len_auto"})
+#: The rules that shape only the ``--gpu`` estimate of the KV memory, not a plan's pool.
+ESTIMATE_FIELDS: Final = frozenset({"default_gpu_memory_utilization", "extensible_kv_cache"})
 
 #: (first release, what changed). The first row is the oldest behaviour mirrored.
 CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
@@ -196,6 +209,9 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "cohere2_window_plus_one": False,
             "max_len_tera": False,
             "max_len_auto": False,
+            "default_block_size": 16,
+            "default_gpu_memory_utilization": 0.9,
+            "extensible_kv_cache": False,
         },
     ),
     ("0.10.1", {"chunked_local_hybrid": "off"}),
@@ -221,7 +237,14 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
     ),
     ("0.18", {"group_threshold": 1.5}),
     ("0.19", {"check": "all-groups"}),
-    ("0.20", {"hybrid_align_to_block_size": True, "full_graph_state_check": True}),
+    (
+        "0.20",
+        {
+            "hybrid_align_to_block_size": True,
+            "full_graph_state_check": True,
+            "default_gpu_memory_utilization": 0.92,
+        },
+    ),
     ("0.20.1", {"tokens_from_concurrency": True}),
     ("0.22", {"kv_scheme_fp8": "auto", "mm_prefix_batch_floor": True}),
     ("0.26", {"in_flight_reserve": True, "hybrid_prefix_caching_default": True}),
@@ -238,7 +261,14 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
     ),
     ("0.30", {"yarn_scales_max_len": False}),
     ("0.32", {"mamba2_prefill_checkpoint": True, "speculative_states": "all"}),
-    (NEWEST, {}),
+    (
+        NEWEST,
+        {
+            "default_block_size": 64,
+            "default_gpu_memory_utilization": 1.0,
+            "extensible_kv_cache": True,
+        },
+    ),
 )
 
 _VERSION = re.compile(r"^v?(\d{1,4})\.(\d{1,4})(?:\.(\d{1,4}))?(?:[.+-]?[0-9A-Za-z.+-]*)?$")

@@ -114,6 +114,7 @@ def plan_run(request: PlanRequest, *, inputs_read: Callable[[], None] | None = N
         request.gpu_memory_utilization,
         request.tensor_parallel_size,
         request.pipeline_parallel_size,
+        request.vllm_version,
     )
     options = _options(request, estimate)
     if got.engines.engine in ("sglang", "trtllm"):

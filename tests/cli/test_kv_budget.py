@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
 from mmcli.cli.main import app
@@ -22,15 +23,49 @@ def run(*args: str, code: int = 0) -> Any:
     return result
 
 
+def estimate(*extra: str) -> dict[str, Any]:
+    args = [QWEN, "--gpu", "H100", "--weights", "28GiB", "--format", "json", *extra]
+    doc: dict[str, Any] = json.loads(run(*args).stdout)
+    return doc
+
+
 def test_gpu_estimate_terms_and_the_plan_use_them() -> None:
-    doc = json.loads(run(QWEN, "--gpu", "H100", "--weights", "28GiB", "--format", "json").stdout)
+    doc = estimate("--vllm-version", "0.33")
     est = doc["memory_estimate"]
-    # 79.11 GiB as CUDA reports an H100 × 0.9 − 28 GiB of weights − the 2 GiB reserve.
-    usable = int(est["gpu_total_bytes"] * 0.9)
+    # 79.11 GiB as CUDA reports an H100 × 0.92 (0.20-0.33's default gpu_memory_utilization,
+    # vllm/config/cache.py) − 28 GiB of weights − the 2 GiB reserve.
+    usable = int(est["gpu_total_bytes"] * 0.92)
     assert est["usable_bytes"] == usable
     assert est["kv_cache_bytes"] == usable - 28 * GiB - 2 * GiB
+    assert "margin_cut_bytes" not in est
     side = doc["engine_side"]
+    # Blocks of 16 tokens: 40 layers × 65,536 B a block (0.29+: one null block held back).
     assert doc["memory"]["num_blocks"][side] == est["kv_cache_bytes"] // (40 * 65536)
+
+
+def test_034_sizes_an_extensible_cache_below_a_margin() -> None:
+    # vLLM 0.34: gpu_memory_utilization defaults to 1.0 under the extensible KV cache
+    # (CacheConfig.resolved_gpu_memory_utilization), which keeps a margin of
+    # max(1 GiB, 0.75 × the transient peak) below the device headroom
+    # (v1/worker/extensible_kv_cache.py measure_kv_cache_bytes); the reserve stands for the
+    # peak: max(1 GiB, 1.5 GiB) = 1.5 GiB. Blocks of 64 tokens (DEFAULT_BLOCK_SIZE).
+    doc = estimate()
+    est = doc["memory_estimate"]
+    total = est["gpu_total_bytes"]
+    assert est["gpu_memory_utilization"] == 1.0 and est["usable_bytes"] == total
+    assert est["extensible_kv_cache_margin_bytes"] == est["margin_cut_bytes"] == 3 * GiB // 2
+    assert est["kv_cache_bytes"] == total - 3 * GiB // 2 - 28 * GiB - 2 * GiB
+    assert doc["memory"]["block_size"] == 64
+    # A utilization that leaves the margin free loses nothing to it.
+    low = estimate("--gpu-memory-utilization", "0.9")["memory_estimate"]
+    assert low["margin_cut_bytes"] == 0
+    assert low["kv_cache_bytes"] == int(total * 0.9) - 28 * GiB - 2 * GiB
+
+
+@pytest.mark.parametrize(("release", "default"), [("0.19", 0.9), ("0.20", 0.92), ("0.34", 1.0)])
+def test_the_utilization_default_is_the_releases(release: str, default: float) -> None:
+    est = estimate("--vllm-version", release)["memory_estimate"]
+    assert est["gpu_memory_utilization"] == default
 
 
 def test_gpu_and_memory_together_are_refused() -> None:
@@ -45,9 +80,9 @@ def test_weights_without_gpu_is_refused() -> None:
 def test_auto_max_model_len_reduces_to_what_fits() -> None:
     result = run(QWEN, "--memory", "1GiB", "--max-model-len", "auto", "--format", "json")
     doc = json.loads(result.stdout)
-    # 1 GiB holds 409 blocks of 40 × 64 KiB; less the null block, 408 of 16 tokens: 6,528.
-    assert doc["max_model_len"] == (GiB // (40 * 65536) - 1) * 16
-    assert "Auto-fit max_model_len: reduced from 40,960 to 6,528" in result.stderr
+    # 1 GiB holds 102 blocks of 64 tokens (40 × 256 KiB); less the null block, 101: 6,464.
+    assert doc["max_model_len"] == (GiB // (40 * 4 * 65536) - 1) * 64
+    assert "Auto-fit max_model_len: reduced from 40,960 to 6,464" in result.stderr
 
 
 def test_max_model_len_rejects_words_and_huge_numbers() -> None:
@@ -105,7 +140,9 @@ def test_reserve_zero_is_no_reserve() -> None:
     for zero in ("0", "0GiB"):
         est = json.loads(run(QWEN, *gpu, "--reserve", zero).stdout)["memory_estimate"]
         assert est["reserve_bytes"] == 0
-        assert est["kv_cache_bytes"] == est["usable_bytes"] - 28 * GiB
+        # 0.34's margin is then its floor, 1 GiB.
+        assert est["margin_cut_bytes"] == GiB
+        assert est["kv_cache_bytes"] == est["usable_bytes"] - GiB - 28 * GiB
     error, hint = refused(QWEN, *gpu, "--reserve", "")
     assert error == "error: --reserve: cannot read '' as a size"
     assert "0 for none" in hint
@@ -115,8 +152,8 @@ def test_gpu_memory_utilization_needs_gpu() -> None:
     for other in ((), ("--memory", "20GiB")):
         error, _ = refused(QWEN, *other, "--gpu-memory-utilization", "0.5")
         assert error == "error: --gpu-memory-utilization needs --gpu"
-    doc = json.loads(run(QWEN, "--gpu", "H100", "--weights", "28GiB", "--format", "json").stdout)
-    assert doc["memory_estimate"]["gpu_memory_utilization"] == 0.9  # the default, when not given
+    # the release's default, when not given: 1.0 under 0.34's extensible KV cache
+    assert estimate()["memory_estimate"]["gpu_memory_utilization"] == 1.0
 
 
 def test_a_sweep_factor_must_be_finite() -> None:

@@ -21,7 +21,7 @@ def plan(*args: str) -> Any:
 
 def test_three_stages_as_json() -> None:
     # 40 layers → [13, 14, 13]; 14 × 65,536 B per block on the middle stage sets the count.
-    result = plan("--memory", "10GiB", "-pp", "3", "--format", "json")
+    result = plan("--memory", "10GiB", "-pp", "3", "--block-size", "16", "--format", "json")
     assert result.exit_code == 0, result.stderr
     doc = json.loads(result.stdout)
     stages = doc["pipeline"]["stages"]["with_sharing"]

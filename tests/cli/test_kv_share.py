@@ -166,7 +166,8 @@ def test_table_report_for_samples() -> None:
     out = result.stdout
     assert "0–3, 5–8, 10–13, 15–18" in out
     assert "sharing saves 33.3% of the KV cache per sequence" in out
-    assert "163,840" in out and "109,226" in out
+    # Blocks of 64 tokens (0.34's default): 20 GiB / (20 × 16 KiB) and / (30 × 16 KiB).
+    assert "40,960" in out and "27,306" in out
     assert "map valid: 0 errors, 0 warnings" in out
     result = plan(str(SAMPLES / "broken-map.json"))
     assert result.exit_code == 1

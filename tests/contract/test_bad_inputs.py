@@ -571,7 +571,7 @@ CASES.update(
         "kv-share/device-cpu-block-too-large": Case(
             _plan(_config({"num_kv_heads": 10**12, "head_size": 10**12}), "--device", "cpu"),
             2,
-            "the aliasing check needs 2 block(s) of 64,000,000,000,000,000,000,000,000 bytes",
+            "the aliasing check needs 2 block(s) of 256,000,000,000,000,000,000,000,000 bytes",
         ),
         "kv-share/memory-lots": Case(
             _good_plan("--memory", "lots"), 2, "cannot read 'lots' as a memory size"

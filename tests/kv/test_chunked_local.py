@@ -43,13 +43,19 @@ def shape(doc: dict[str, Any]) -> tuple[list[str], int, int]:
     return groups, doc["memory"]["num_blocks"][side], doc["memory"]["blocks_per_request"][side]
 
 
-#: Own groups: 4 groups of 1 layer; chunked cdiv(min(8192 + in flight, 32768), 16) each.
-def own_groups(in_flight: int) -> tuple[list[str], int, int]:
-    return ["chunked"] * 3 + ["full"], 2**30 // PAGE, 3 * (8192 + in_flight) // 16 + 2048
+#: Own groups: 4 groups of 1 layer; chunked cdiv(min(8192 + in flight, 32768), block) each
+#: (the block: 16, 64 from 0.34, vLLM's CacheConfig.DEFAULT_BLOCK_SIZE).
+def own_groups(in_flight: int, block: int = 16) -> tuple[list[str], int, int]:
+    blocks = 2**30 // (PAGE * block // 16)
+    return ["chunked"] * 3 + ["full"], blocks, 3 * (8192 + in_flight) // block + 32768 // block
 
 
-#: As full attention: one group of 4 layers, 2048 blocks per request.
-AS_FULL = (["full"], 2**30 // (4 * PAGE), 2048)
+#: As full attention: one group of 4 layers, 32768 / block blocks per request.
+def as_full(block: int = 16) -> tuple[list[str], int, int]:
+    return ["full"], 2**30 // (4 * PAGE * block // 16), 32768 // block
+
+
+AS_FULL = as_full()
 
 
 @pytest.mark.parametrize(
@@ -61,14 +67,15 @@ AS_FULL = (["full"], 2**30 // (4 * PAGE), 2048)
         ("0.13", AS_FULL),
         ("0.14", own_groups(8192)),
         ("0.26", own_groups(2 * 8192)),  # from 0.26: 2 batches in flight (async scheduling)
-        ("0.34", own_groups(2 * 8192)),
+        ("0.33", own_groups(2 * 8192)),
+        ("0.34", own_groups(2 * 8192, block=64)),
     ],
 )
 def test_the_release_default(release: str, want: tuple[list[str], int, int]) -> None:
     doc = run("--vllm-version", release)
     assert shape(doc) == want
     notes = [f for f in doc["findings"] if f["code"] == "chunked-as-full"]
-    assert bool(notes) == (want == AS_FULL)
+    assert bool(notes) == (want[0] == ["full"])
     if notes:
         assert f"=0, the default of vLLM {release}" in notes[0]["message"]
 
@@ -76,7 +83,7 @@ def test_the_release_default(release: str, want: tuple[list[str], int, int]) -> 
 def test_the_option_overrides_the_default() -> None:
     assert shape(run("--vllm-version", "0.12", "--chunked-local-attn-hybrid")) == own_groups(8192)
     off = run("--no-chunked-local-attn-hybrid")
-    assert shape(off) == AS_FULL
+    assert shape(off) == as_full(64)  # the newest rules: 0.34's block of 64
     notes = [f for f in off["findings"] if f["code"] == "chunked-as-full"]
     assert "HYBRID_KV_CACHE=0, vLLM turns its hybrid" in notes[0]["message"]
     assert notes[0]["hint"] == (
@@ -84,7 +91,7 @@ def test_the_option_overrides_the_default() -> None:
     )
     # --disable-hybrid-kv-cache-manager wins, without the note (it was asked for).
     both = run("--chunked-local-attn-hybrid", "--disable-hybrid-kv-cache-manager")
-    assert shape(both) == AS_FULL and not both["findings"]
+    assert shape(both) == as_full(64) and not both["findings"]
 
 
 def test_a_drafter_turns_the_manager_off() -> None:

@@ -145,11 +145,14 @@ def test_mla_hybrid_alignment(tmp_path: Path, release: str, block: str, align: i
 def test_mamba2_keeps_a_prefill_checkpoint_block_from_0_32(granite: str) -> None:
     # 1 attention group + 9 Mamba-2 groups of 4; prefix caching on (the default from 0.26).
     attention = cdiv(8192, 272)  # 31
-    assert engine(plan(granite), "blocks_per_request") == attention + 9 * 3
+    assert engine(plan(granite, "--vllm-version", "0.33"), "blocks_per_request") == attention + 27
+    # 0.34: the default block is 64, so the attention block is a multiple of 64 (320).
+    wide = cdiv(8192, hybrid_block(64))  # 26
+    assert engine(plan(granite), "blocks_per_request") == wide + 9 * 3
     assert engine(plan(granite, "--vllm-version", "0.32.0"), "blocks_per_request") == 31 + 27
     assert engine(plan(granite, "--vllm-version", "0.31"), "blocks_per_request") == 31 + 9 * 2
     # Without prefix caching the checkpoint is not counted: one state per request.
-    off = plan(granite, "--no-enable-prefix-caching")
+    off = plan(granite, "--no-enable-prefix-caching", "--vllm-version", "0.33")
     assert engine(off, "blocks_per_request") == 31 + 9
 
 
@@ -165,7 +168,7 @@ def test_mamba2_checkpoint_in_the_state_pool_check(granite: str) -> None:
 def test_mamba1_keeps_two_states_per_request() -> None:
     # Jamba's Mamba-1 mixer sets no prefill checkpoint: 2 blocks per state group in align mode.
     args = [str(JAMBA), "--memory", "20GiB", "--max-model-len", "8192"]
-    new, old = run(*args), run(*args, "--vllm-version", "0.31")
+    new, old = run(*args, "--vllm-version", "0.33"), run(*args, "--vllm-version", "0.31")
     assert engine(new, "blocks_per_request") == engine(old, "blocks_per_request")
     groups = new["groups"]
     states = sum(1 for g in groups if g["attention"] == "mamba")

@@ -35,6 +35,8 @@ def plan(config: str, max_model_len: int, *extra: str) -> dict[str, Any]:
         str(max_model_len),
         "--max-num-batched-tokens",
         "2048",
+        "--block-size",  # 0.34's default is 64; the derivations below take 16
+        "16",
         "--format",
         "json",
         *extra,

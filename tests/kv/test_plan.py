@@ -96,7 +96,7 @@ def test_uniform_two_layers_without_sharing() -> None:
 
 
 def test_uniform_two_layers_with_sharing() -> None:
-    plan = plan_kv_cache(uniform(True), PlanOptions(memory_bytes=4 * MiB))
+    plan = plan_kv_cache(uniform(True), PlanOptions(block_size=16, memory_bytes=4 * MiB))
     w, wo = plan.with_sharing, plan.without_sharing
     assert w is not None and wo is not None
     assert (w.bytes_per_token, wo.bytes_per_token) == (2048, 4096)
@@ -220,7 +220,7 @@ def test_engine_groups_uses_largest_bucket_when_close() -> None:
 
 
 def test_memory_too_small_is_the_engines_refusal() -> None:
-    plan = plan_kv_cache(hybrid(False), PlanOptions(memory_bytes=64 * MiB))
+    plan = plan_kv_cache(hybrid(False), PlanOptions(block_size=16, memory_bytes=64 * MiB))
     # Newest rules: every group counts, the window reserve is 2 in-flight batches of 8192, one
     # null block is held back. Block = 2 layers × 32 KiB = 64 KiB; at 8192 tokens a request
     # takes 3 sliding groups × (cdiv(min(1023 + 16384, 8192), 16) + 1 = 513) + 512 = 2051 blocks.
@@ -303,7 +303,7 @@ def test_gemma3n_rule_disagreement_warns_with_both_targets() -> None:
 
 def test_gemma3n_fp8_and_tensor_parallel() -> None:
     config = parse_hf_config(gemma3n_e2b(), default_name="x", where="config.json")
-    plan = plan_kv_cache(config, PlanOptions(kv_dtype="fp8", tensor_parallel_size=2))
+    plan = plan_kv_cache(config, PlanOptions(block_size=16, kv_dtype="fp8", tensor_parallel_size=2))
     assert plan.page_size_bytes == 2 * 16 * 1 * 256 * 1
     assert plan.with_sharing is not None
     assert plan.with_sharing.bytes_per_token == 20 * 2 * 1 * 256 * 1
@@ -319,7 +319,7 @@ def test_gemma3n_fp8_and_tensor_parallel() -> None:
 def test_cla_factor_two() -> None:
     config = hf(**cla(use_cla=True, cla_share_factor=2))
     assert [layer.kv_sharing_target for layer in config.layers] == [None, name(0), None, name(2)]
-    plan = plan_kv_cache(config, PlanOptions(memory_bytes=GiB))
+    plan = plan_kv_cache(config, PlanOptions(block_size=16, memory_bytes=GiB))
     w, wo = plan.with_sharing, plan.without_sharing
     assert w is not None and wo is not None
     assert plan.page_size_bytes == 2 * 16 * 8 * 128 * 2 == 65536  # head 4096 / 32 = 128
@@ -390,7 +390,7 @@ def test_one_attention_type_with_different_specs_is_one_group() -> None:
         Layer(name(1), FullAttentionSpec(16, 4, 64, "float16")),
     ]
     config = ModelConfig("x", "mmcli", layers, max_model_len=1024)
-    plan = plan_kv_cache(config, PlanOptions(memory_bytes=48 * 1024 * 10))
+    plan = plan_kv_cache(config, PlanOptions(block_size=16, memory_bytes=48 * 1024 * 10))
     assert [g.layer_names for g in plan.groups] == [[name(0), name(1)]]
     side = plan.with_sharing
     assert side is not None
@@ -402,7 +402,8 @@ def test_unequal_pages_are_unified_by_block_size() -> None:
     full = FullAttentionSpec(16, 2, 512, "bfloat16")
     slide = SlidingWindowSpec(16, 2, 256, "bfloat16", 512)
     layers = [Layer(name(i), slide if i % 3 else full) for i in range(6)]
-    plan = plan_kv_cache(ModelConfig("x", "mmcli", layers, max_model_len=4096), PlanOptions())
+    options = PlanOptions(block_size=16)
+    plan = plan_kv_cache(ModelConfig("x", "mmcli", layers, max_model_len=4096), options)
     assert plan.page_size_bytes == 16 * 2 * 2 * 512 * 2
     assert {g.spec.block_size for g in plan.groups} == {16, 32}
 
@@ -412,7 +413,7 @@ def test_float32_checkpoints_plan_a_bfloat16_cache() -> None:
     plan = plan_kv_cache(config, PlanOptions())
     assert plan.layers[0].spec is not None and plan.layers[0].spec.dtype == "bfloat16"
     assert [(f.code, f.severity) for f in plan.findings] == [("dtype", "info")]
-    plan = plan_kv_cache(config, PlanOptions(kv_dtype="fp32"))
+    plan = plan_kv_cache(config, PlanOptions(block_size=16, kv_dtype="fp32"))
     assert plan.page_size_bytes == 2 * 16 * 8 * 128 * 4
 
 

@@ -35,7 +35,7 @@ def test_mtp_adds_the_configs_prediction_layer() -> None:
 def test_fp8_ds_mla_stores_656_bytes_per_token() -> None:
     doc = run(str(DEEPSEEK), "--max-model-len", "4096", "--kv-cache-dtype", "fp8_ds_mla")
     assert engine(doc, "bytes_per_token") == 61 * 656
-    assert engine(doc, "bytes_per_block") == 61 * 16 * 656
+    assert engine(doc, "bytes_per_block") == 61 * 64 * 656  # 0.34's default block: 64
 
 
 def test_mla_without_block_size_notes_the_backend_choice() -> None:
@@ -143,7 +143,7 @@ def test_strict_makes_full_sliding_sharing_an_error(tmp_path: Path) -> None:
 def test_max_num_seqs_beyond_the_state_pool_is_reported() -> None:
     qwen = str(ROOT / "tests" / "kv" / "configs" / "Qwen--Qwen3-Next-80B-A3B-Thinking.json")
     base = [qwen, "--memory", "20GiB", "--max-model-len", "32768"]
-    base += ["--max-num-batched-tokens", "2048"]
+    base += ["--max-num-batched-tokens", "2048", "--block-size", "16"]
     # 1,606 blocks per group (tests/kv/test_models.py), 2 states per request: 803 requests.
     fits = run(*base, "--max-num-seqs", "803")
     assert "state-pool-too-small" not in [f["code"] for f in fits["findings"]]

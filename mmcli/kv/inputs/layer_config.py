@@ -277,4 +277,9 @@ def parse_mmcli_config(doc: dict[str, Any], *, default_name: str, where: str) ->
         if target is not None:
             target = string(target, f"{loc}.kv_sharing_target")
         layers.append(Layer(layer_name, spec, target, attention if kind == "none" else kind))
-    return ModelConfig(name=name, source="mmcli", layers=layers, max_model_len=max_len)
+    given = defaults.get("block_size") is not None or any(
+        isinstance(raw, dict) and raw.get("block_size") is not None for raw in raw_layers
+    )
+    return ModelConfig(
+        name=name, source="mmcli", layers=layers, max_model_len=max_len, block_size_given=given
+    )

@@ -6,6 +6,7 @@ from __future__ import annotations
 from mmcli.errors import InputError
 from mmcli.kv.inputs.model_source import ModelSource
 from mmcli.kv.inputs.weights import WeightsFigure, weights_figure
+from mmcli.kv.releases import rules_for
 from mmcli.kv.whatif.gpus import Estimate
 
 
@@ -20,9 +21,10 @@ def gpu_budget(
     utilization: float | None,
     tensor_parallel_size: int,
     pipeline_parallel_size: int,
+    vllm_version: str | None = None,
 ) -> tuple[Estimate | None, WeightsFigure | None]:
     """``--gpu``'s estimate (vLLM's, when vLLM is planned) and the weights figure it took;
-    ``utilization`` None is vLLM's default (0.9)."""
+    ``utilization`` None is the release's default (0.9, 0.92 from 0.20, 1.0 from 0.34)."""
     if gpu is None:
         if weights is not None or reserve is not None:
             raise InputError(
@@ -43,13 +45,10 @@ def gpu_budget(
     figure = weights_figure(weights, source, revision)
     if engine in ("sglang", "trtllm"):
         return None, figure
-    share = DEFAULT_UTILIZATION if utilization is None else utilization
+    rules = rules_for(vllm_version)
+    share = rules.default_gpu_memory_utilization if utilization is None else utilization
     args = (share, reserve, tensor_parallel_size, pipeline_parallel_size)
-    return estimate(gpu, figure, *args), figure
-
-
-#: vLLM's ``--gpu-memory-utilization`` default.
-DEFAULT_UTILIZATION = 0.9
+    return estimate(gpu, figure, *args, extensible=rules.extensible_kv_cache), figure
 
 
 def estimate(
@@ -59,6 +58,8 @@ def estimate(
     reserve: str | None,
     tensor_parallel_size: int,
     pipeline_parallel_size: int = 1,
+    *,
+    extensible: bool = False,
 ) -> Estimate:
     """The KV-memory estimate of ``--gpu`` (with the weights figure, utilization and reserve)."""
     from mmcli.kv.whatif.gpus import DEFAULT_RESERVE_BYTES, estimate_kv_budget, resolve_gpu
@@ -72,6 +73,7 @@ def estimate(
         reserve=parse_reserve(reserve) if reserve is not None else DEFAULT_RESERVE_BYTES,
         weights_source=weights.source,
         weights_estimated=weights.estimated,
+        extensible=extensible,
     )
 
 

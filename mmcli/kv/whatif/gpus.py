@@ -127,6 +127,20 @@ class Estimate:
     weights_source: str = "--weights"
     #: True when the weights figure is itself an estimate from the config's geometry.
     weights_estimated: bool = False
+    #: The extensible KV cache's sizing margin (vLLM 0.34: max(1 GiB, 0.75 × the transient
+    #: peak), kept below the device headroom), or 0 before it.
+    margin_bytes: int = 0
+
+    @property
+    def extensible(self) -> bool:
+        """Whether the release sizes an extensible KV cache (a margin below the headroom)."""
+        return self.margin_bytes > 0
+
+    @property
+    def margin_cut_bytes(self) -> int:
+        """What the margin takes off: the usable memory above total − margin (0 when the
+        utilization already keeps that much free)."""
+        return max(0, self.usable_bytes - (self.gpu.total_bytes - self.margin_bytes))
 
     @property
     def usable_bytes(self) -> int:
@@ -142,8 +156,10 @@ class Estimate:
 
     @property
     def kv_bytes(self) -> int:
-        """total × utilization − weights ÷ (tp·pp) − reserve (may be ≤ 0: nothing left)."""
-        return self.usable_bytes - self.weights_per_gpu_bytes - self.reserve_bytes
+        """min(total × utilization, total − margin) − weights ÷ (tp·pp) − reserve (may be ≤ 0:
+        nothing left)."""
+        usable = self.usable_bytes - self.margin_cut_bytes
+        return usable - self.weights_per_gpu_bytes - self.reserve_bytes
 
     def terms(self) -> list[tuple[str, int]]:
         """(label, bytes) of each term, signed, ending with the estimate itself."""
@@ -151,9 +167,14 @@ class Estimate:
         share = f"weights ÷ {ranks}" if ranks > 1 else "weights"
         if self.weights_estimated:
             share += " (ESTIMATE)"
-        return [
+        terms = [
             (f"{self.gpu.name} total (as CUDA reports it)", self.gpu.total_bytes),
             (f"× gpu_memory_utilization {self.utilization:g}", self.usable_bytes),
+        ]
+        if self.margin_cut_bytes:
+            terms.append(("− extensible KV cache margin", -self.margin_cut_bytes))
+        return [
+            *terms,
             (f"− {share}", -self.weights_per_gpu_bytes),
             ("− activation / CUDA-graph reserve", -self.reserve_bytes),
             ("= KV cache per GPU (estimate)", self.kv_bytes),
@@ -163,8 +184,9 @@ class Estimate:
         """``79.11 GiB × 0.9 − 16.00 GiB − 2.00 GiB = 53.20 GiB (estimate)``."""
         ranks = self.tensor_parallel_size * self.pipeline_parallel_size
         weights = f"{self.weights_bytes / GIB:.2f} GiB" + (f" ÷ {ranks}" if ranks > 1 else "")
+        margin = f" − {self.margin_cut_bytes / GIB:.2f} GiB" if self.margin_cut_bytes else ""
         return (
-            f"{self.gpu.total_gib:.2f} GiB × {self.utilization:g} − {weights} − "
+            f"{self.gpu.total_gib:.2f} GiB × {self.utilization:g}{margin} − {weights} − "
             f"{self.reserve_bytes / GIB:.2f} GiB = {self.kv_bytes / GIB:.2f} GiB (estimate)"
         )
 
@@ -179,6 +201,13 @@ class Estimate:
         return self.kv_bytes
 
     def to_json(self) -> dict[str, Any]:
+        doc = self._json()
+        if self.extensible:
+            doc |= {"extensible_kv_cache_margin_bytes": self.margin_bytes}
+            doc |= {"margin_cut_bytes": self.margin_cut_bytes}
+        return doc
+
+    def _json(self) -> dict[str, Any]:
         return {
             "estimate": True,
             "gpu": self.gpu.name,
@@ -206,13 +235,14 @@ def estimate_kv_budget(
     *,
     weights_source: str = "--weights",
     weights_estimated: bool = False,
+    extensible: bool = False,
 ) -> Estimate:
     """total × utilization − weights ÷ (tp·pp) − reserve, every term kept (an estimate)."""
     gpu = gpu_bytes if isinstance(gpu_bytes, GPU) else GPU("GPU", "given", gpu_bytes, "given")
     if not 0 < utilization <= 1:
         raise InputError(
             f"--gpu-memory-utilization must be in (0, 1], got {utilization:g}",
-            hint="vLLM's default is 0.9",
+            hint="vLLM's default is 0.9 (0.92 from 0.20; 1.0 with 0.34's extensible KV cache)",
         )
     if gpu.total_bytes <= 0:
         raise InputError(
@@ -225,9 +255,17 @@ def estimate_kv_budget(
         )
     check_positive("--tensor-parallel-size", tp)
     check_positive("--pipeline-parallel-size", pp)
+    margin = max(GIB, int(reserve * EXTENSIBLE_MARGIN_FRACTION)) if extensible else 0
     return Estimate(
-        gpu, utilization, weights_bytes, tp, pp, reserve, weights_source, weights_estimated
+        gpu, utilization, weights_bytes, tp, pp, reserve, weights_source, weights_estimated, margin
     )
+
+
+#: The extensible KV cache's margin below the device headroom: max(1 GiB, 0.75 × the
+#: transient peak), for which the estimate takes its reserve (vLLM 0.34
+#: v1/worker/extensible_kv_cache.py, ``KV_CACHE_MARGIN_FLOOR_BYTES`` on CUDA and
+#: ``KV_CACHE_MARGIN_FRACTION``).
+EXTENSIBLE_MARGIN_FRACTION: Final = 0.75
 
 
 # --- vLLM's defaults that depend on the GPU -----------------------------------------------

@@ -66,7 +66,9 @@ QWEN3_NEXT = {
 
 
 def plan(config: ModelConfig, pp: int, memory: int, release: str = "0.34", **kw: Any) -> KVPlan:
+    # Block 16 as those runs had it (0.34's own default is 64).
     options = PlanOptions(
+        block_size=kw.pop("block_size", 16),
         memory_bytes=memory,
         max_model_len=8192,
         max_num_batched_tokens=2048,

@@ -30,12 +30,19 @@ def qwen3_14b_like() -> ModelConfig:
 
 
 def test_reduced_as_the_engine_reduces_it_newest_rules() -> None:
-    # 0.29+: one null block is held back. 1 GiB − 2,621,440 B = 1,071,120,384 B for the check;
-    # ⌊1,071,120,384 / 2,621,440⌋ = 408 blocks → 408 × 16 = 6,528 tokens.
+    # 0.34: blocks of 64 tokens (CacheConfig.DEFAULT_BLOCK_SIZE), 10,485,760 B each; one null
+    # block held back: ⌊(1 GiB − 10,485,760) / 10,485,760⌋ = 101 blocks → 101 × 64 = 6,464.
     fit = fit_max_model_len(qwen3_14b_like(), PlanOptions(memory_bytes=GIB))
-    assert (fit.upper, fit.fitted, fit.reduced) == (40960, 6528, True)
-    assert fit.message() == "Auto-fit max_model_len: reduced from 40,960 to 6,528"
-    assert auto_max_model_len(qwen3_14b_like(), PlanOptions(memory_bytes=GIB)) == 6528
+    assert (fit.upper, fit.fitted, fit.reduced) == (40960, 6464, True)
+    assert fit.message() == "Auto-fit max_model_len: reduced from 40,960 to 6,464"
+    assert auto_max_model_len(qwen3_14b_like(), PlanOptions(memory_bytes=GIB)) == 6464
+
+
+def test_reduced_under_029_to_033_rules() -> None:
+    # 0.29-0.33: one null block, blocks of 16. 1 GiB − 2,621,440 B = 1,071,120,384 B for the
+    # check; ⌊1,071,120,384 / 2,621,440⌋ = 408 blocks → 408 × 16 = 6,528 tokens.
+    options = PlanOptions(memory_bytes=GIB, vllm_version="0.33")
+    assert auto_max_model_len(qwen3_14b_like(), options) == 6528
 
 
 def test_reduced_under_old_rules_without_null_block() -> None:
