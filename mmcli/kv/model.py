@@ -73,6 +73,16 @@ class CheckpointKV:
     source: str
 
 
+@dataclass(frozen=True)
+class SparseAttention:
+    """A DeepSeek sparse-attention (DSA) model: an indexer cache beside every MLA cache."""
+
+    #: The class vLLM serves it with (``DeepseekV32ForCausalLM``, ``GlmMoeDsaForCausalLM``).
+    architecture: str
+    #: The model family, for messages (``DeepSeek V3.2``, ``GLM-5``).
+    name: str
+
+
 @dataclass
 class ModelConfig:
     """A model's layers with the sharing map its config implies, and what reading it found."""
@@ -124,6 +134,9 @@ class ModelConfig:
     mm_item_tokens: int | None = None
     #: The config's first ``architectures`` entry (the model class vLLM looks up), or "".
     architecture: str = ""
+    #: DeepSeek sparse attention: ``layers`` (and ``mtp_layers``) hold an indexer cache before
+    #: each MLA layer (None: no indexer).
+    sparse_attention: SparseAttention | None = None
 
 
 def architecture(doc: dict[str, Any]) -> str:

@@ -21,6 +21,7 @@ from mmcli.kv.engine.layout import (
 from mmcli.kv.engine.max_len import model_max_len
 from mmcli.kv.engine.pipeline import Stages, check_sharing, split_layers, stage_shares
 from mmcli.kv.engine.ranks import batched_tokens, rank_layers
+from mmcli.kv.engine.sparse import sparse_options
 from mmcli.kv.engine.startable import refuse_unstartable
 from mmcli.kv.engine.states import speculative_tokens, state_pages
 from mmcli.kv.model import DEFAULT_BLOCK_SIZE, ModelConfig
@@ -168,6 +169,7 @@ def plan_kv_cache(
     rules = options.rules
     refuse_unstartable(config, rules)
     # The config's own specs, each once: a million layers have a handful.
+    options, sparse_notes = sparse_options(config, options)  # DSA: 64-token blocks, fp8_ds_mla
     options, spec_note = speculative_tokens(config, _distinct_specs(config.layers), options)
     batch, batch_note = batched_tokens(config, options)
     options = replace(options, max_num_batched_tokens=batch)
@@ -185,7 +187,7 @@ def plan_kv_cache(
         )
     findings = list(extra_findings or []) + validate_sharing_map(layers, strict=options.strict)
     findings += config.findings + config.map_findings + ([batch_note] if batch_note else [])
-    findings += [spec_note] if spec_note else []
+    findings += ([spec_note] if spec_note else []) + sparse_notes
     map_errors = any(f.severity == "error" for f in findings)
     if max_len is None:
         findings.append(

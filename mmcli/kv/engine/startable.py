@@ -5,11 +5,21 @@ from __future__ import annotations
 
 from mmcli.errors import InputError
 from mmcli.kv.model import ModelConfig
-from mmcli.kv.releases import LAST_SERVED, EngineRules, parse_release
+from mmcli.kv.releases import FIRST_SERVED, LAST_SERVED, EngineRules, applies, parse_release
 
 
 def refuse_unstartable(config: ModelConfig, rules: EngineRules) -> None:
     """Models the named release cannot start, refused rather than planned."""
+    sparse = config.sparse_attention
+    for arch in dict.fromkeys([sparse.architecture if sparse else "", config.architecture]):
+        first = FIRST_SERVED.get(arch)
+        if first is not None and not applies(first, rules):
+            what = f"{arch} ({sparse.name})" if sparse and arch == sparse.architecture else arch
+            raise InputError(
+                f"{config.name}: vLLM {rules.release} does not serve {what}: the first release "
+                f"that does is {first}.0",
+                hint=f"plan with --vllm-version {first} or newer",
+            )
     last = LAST_SERVED.get(config.architecture)
     if last is not None and parse_release(rules.release) > parse_release(last):
         raise InputError(
