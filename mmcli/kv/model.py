@@ -73,6 +73,16 @@ class CheckpointKV:
     source: str
 
 
+@dataclass(frozen=True)
+class SparseAttention:
+    """A DeepSeek sparse-attention (DSA) model: an indexer cache beside every MLA cache."""
+
+    #: The class vLLM serves it with (``DeepseekV32ForCausalLM``, ``GlmMoeDsaForCausalLM``).
+    architecture: str
+    #: The model family, for messages (``DeepSeek V3.2``, ``GLM-5``).
+    name: str
+
+
 @dataclass
 class ModelConfig:
     """A model's layers with the sharing map its config implies, and what reading it found."""
@@ -127,6 +137,9 @@ class ModelConfig:
     #: An mmcli layer config that sets ``block_size`` (on a layer or in its defaults): its
     #: blocks are kept; else a plan takes the release's default block size.
     block_size_given: bool = False
+    #: DeepSeek sparse attention: ``layers`` (and ``mtp_layers``) hold an indexer cache before
+    #: each MLA layer (None: no indexer).
+    sparse_attention: SparseAttention | None = None
 
 
 def architecture(doc: dict[str, Any]) -> str:

@@ -21,6 +21,7 @@ from mmcli.kv.engine.layout import (
 from mmcli.kv.engine.max_len import model_max_len
 from mmcli.kv.engine.pipeline import Stages, check_sharing, split_layers, stage_shares
 from mmcli.kv.engine.ranks import batched_tokens, rank_layers
+from mmcli.kv.engine.sparse import sparse_options
 from mmcli.kv.engine.startable import refuse_unstartable
 from mmcli.kv.engine.states import speculative_tokens, state_pages
 from mmcli.kv.model import DEFAULT_BLOCK_SIZE, ModelConfig
@@ -176,7 +177,8 @@ def plan_kv_cache(
     """Validate the config's sharing map and plan its KV cache as the engine would."""
     rules = options.rules
     refuse_unstartable(config, rules)
-    user_block = options.block_size is not None
+    options, sparse_notes = sparse_options(config, options)  # DSA: 64-token blocks, fp8_ds_mla
+    user_block = options.block_size is not None  # given, or the model's backend forces it
     if not user_block and not config.block_size_given:
         options = replace(options, block_size=rules.default_block_size)  # 64 from 0.34
     # The config's own specs, each once: a million layers have a handful.
@@ -197,7 +199,7 @@ def plan_kv_cache(
         )
     findings = list(extra_findings or []) + validate_sharing_map(layers, strict=options.strict)
     findings += config.findings + config.map_findings + ([batch_note] if batch_note else [])
-    findings += [spec_note] if spec_note else []
+    findings += ([spec_note] if spec_note else []) + sparse_notes
     map_errors = any(f.severity == "error" for f in findings)
     if max_len is None:
         findings.append(

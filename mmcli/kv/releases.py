@@ -130,6 +130,24 @@ class EngineRules:
     max_len_tera: bool
     #: ``--max-model-len auto`` / ``-1``: the largest length that fits (0.14).
     max_len_auto: bool
+    #: DeepSeek sparse attention (:mod:`mmcli.kv.engine.sparse`). ``--kv-cache-dtype auto``
+    #: caches DeepSeek V3.2 as ``fp8_ds_mla`` (0.11.0 only: its config hook,
+    #: ``DeepseekV32ForCausalLM`` in model_executor/models/config.py, takes ``auto`` with the
+    #: fp8 dtypes; 0.11.1 takes the fp8 dtypes alone).
+    dsa_auto_ds_mla: bool
+    #: That hook turns any fp8 ``--kv-cache-dtype`` of DeepSeek V3.2 into ``fp8_ds_mla``
+    #: (0.11–0.19; 0.20 drops it).
+    dsa_fp8_hook: bool
+    #: The FlashMLA-sparse backend turns an fp8 cache of any DSA model into ``fp8_ds_mla``
+    #: (``MLAAttention``, model_executor/layers/attention/mla_attention.py, from 0.18).
+    dsa_fp8_backend: bool
+    #: ``platforms/cuda.py`` forces 64-token blocks on a DSA model whatever ``--block-size``
+    #: says (0.11–0.17); from 0.18 the backends' preferred size (64) applies only when no
+    #: ``--block-size`` is given.
+    dsa_block_forced: bool
+    #: On Blackwell (SM10x) GLM-5's config hook makes ``--kv-cache-dtype auto`` fp8
+    #: (``GlmMoeDsaForCausalLM``, model_executor/models/config.py, from 0.32): a note.
+    dsa_glm_blackwell_fp8: bool
 
 
 #: Architectures vLLM stopped serving, with the last release that served them (vLLM 0.32's
@@ -159,10 +177,14 @@ LAST_SERVED: Final[dict[str, str]] = {
     "Phi4FlashForCausalLM": "0.10.2",
 }
 
-#: Architectures with the first release whose model registry serves them
-#: (model_executor/models/registry.py of each release); an older one cannot start them.
+#: Architectures a vLLM release older than the first that serves them does not start, with
+#: that release (``model_executor/models/registry.py`` of each release: Qwen3NextForCausalLM
+#: from 0.10.2, DeepseekV32ForCausalLM from 0.11.0, GlmMoeDsaForCausalLM from 0.16.0,
+#: Qwen3_5(Moe)ForConditionalGeneration from 0.17.0, Qwen3_5(Moe)ForCausalLM from 0.27.0).
 FIRST_SERVED: Final[dict[str, str]] = {
     "Qwen3NextForCausalLM": "0.10.2",
+    "DeepseekV32ForCausalLM": "0.11",
+    "GlmMoeDsaForCausalLM": "0.16",
     "Qwen3_5ForConditionalGeneration": "0.17",
     "Qwen3_5MoeForConditionalGeneration": "0.17",
     "Qwen3_5ForCausalLM": "0.27",
@@ -171,6 +193,17 @@ FIRST_SERVED: Final[dict[str, str]] = {
 
 #: The rules that matter only with pipeline stages (``--pipeline-parallel-size`` > 1).
 PIPELINE_FIELDS: Final = frozenset({"pp_global_groups", "pp_whole_model_check", "pp_stage_pages"})
+
+#: The rules that matter only for DeepSeek sparse attention (a config with an indexer).
+DSA_FIELDS: Final = frozenset(
+    {
+        "dsa_auto_ds_mla",
+        "dsa_fp8_hook",
+        "dsa_fp8_backend",
+        "dsa_block_forced",
+        "dsa_glm_blackwell_fp8",
+    }
+)
 
 #: The rules that change only how the command line is read, not any plan.
 CLI_FIELDS: Final = frozenset({"max_len_tera", "max_len_auto"})
@@ -212,11 +245,17 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "default_block_size": 16,
             "default_gpu_memory_utilization": 0.9,
             "extensible_kv_cache": False,
+            "dsa_auto_ds_mla": False,
+            "dsa_fp8_hook": False,
+            "dsa_fp8_backend": False,
+            "dsa_block_forced": True,
+            "dsa_glm_blackwell_fp8": False,
         },
     ),
     ("0.10.1", {"chunked_local_hybrid": "off"}),
     ("0.10.2", {"state_prefix_caching": "off"}),
-    ("0.11", {"pp_global_groups": True}),
+    ("0.11", {"pp_global_groups": True, "dsa_auto_ds_mla": True, "dsa_fp8_hook": True}),
+    ("0.11.1", {"dsa_auto_ds_mla": False}),
     ("0.12", {"group_threshold": 1.25, "state_prefix_caching": "supported"}),
     ("0.13", {"max_len_tera": True}),
     (
@@ -235,7 +274,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
         "0.17",
         {"pp_whole_model_check": False, "pp_stage_pages": True, "speculative_states": "gdn"},
     ),
-    ("0.18", {"group_threshold": 1.5}),
+    ("0.18", {"group_threshold": 1.5, "dsa_fp8_backend": True, "dsa_block_forced": False}),
     ("0.19", {"check": "all-groups"}),
     (
         "0.20",
@@ -243,6 +282,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "hybrid_align_to_block_size": True,
             "full_graph_state_check": True,
             "default_gpu_memory_utilization": 0.92,
+            "dsa_fp8_hook": False,
         },
     ),
     ("0.20.1", {"tokens_from_concurrency": True}),
@@ -260,7 +300,14 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
         },
     ),
     ("0.30", {"yarn_scales_max_len": False}),
-    ("0.32", {"mamba2_prefill_checkpoint": True, "speculative_states": "all"}),
+    (
+        "0.32",
+        {
+            "mamba2_prefill_checkpoint": True,
+            "speculative_states": "all",
+            "dsa_glm_blackwell_fp8": True,
+        },
+    ),
     (
         NEWEST,
         {

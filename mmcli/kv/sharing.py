@@ -9,7 +9,7 @@ from typing import Any
 
 from mmcli.errors import KVSharingError
 from mmcli.findings import Finding
-from mmcli.kv.spec import KVCacheSpec, Layer
+from mmcli.kv.spec import IndexerCacheSpec, KVCacheSpec, Layer
 
 # Looking for near-miss names is linear in the layer count per unknown target; beyond this
 # many layers the suggestion is not worth the time.
@@ -69,12 +69,21 @@ def validate_sharing_map(layers: Sequence[Layer], *, strict: bool = False) -> li
             )
         )
 
+    # Sparse-attention indexer caches neither share nor are shared; most models have none
+    # (looked for among the distinct spec objects, in C: a model has a handful).
+    specs = list(map(operator.attrgetter("spec"), layers))
+    distinct = dict(zip(map(id, specs), specs, strict=True)).values()
+    has_indexer = any(isinstance(spec, IndexerCacheSpec) for spec in distinct)
     roots: list[int] | None = None
     for i, layer in enumerate(layers):
         target = layer.kv_sharing_target
         if target is None:
             continue
         j = index_of.get(target)
+        indexer = _indexer_finding(layers, i, j) if has_indexer else None
+        if indexer is not None:
+            findings.append(indexer)
+            continue
         if j is not None and j < i:
             tgt = layers[j]
             if (
@@ -164,6 +173,31 @@ def validate_sharing_map(layers: Sequence[Layer], *, strict: bool = False) -> li
                     )
                 )
     return findings
+
+
+def _indexer_finding(layers: Sequence[Layer], i: int, j: int | None) -> Finding | None:
+    """Layer ``i`` (or its target ``j``) is a sparse-attention indexer cache, which vLLM
+    builds without a KV-sharing target (``DeepseekV32IndexerCache``) and reads for its own
+    top-k only: it neither shares nor is shared."""
+    layer = layers[i]
+    who = _describe(i, layer.name)
+    if layer.attention == "indexer":
+        message = f"{who} is a sparse-attention indexer cache, which takes no KV-sharing target"
+    elif j is not None and layers[j].attention == "indexer":
+        message = (
+            f"{who} shares with {_describe(j, layers[j].name)}, a sparse-attention indexer "
+            "cache, which holds no attention keys and values to share"
+        )
+    else:
+        return None
+    return Finding(
+        "indexer-sharing",
+        "error",
+        message,
+        hint="indexer caches (self_attn.indexer.k_cache) are not sharing targets; map MLA "
+        "layers (self_attn.attn) onto MLA layers only",
+        layer=layer.name,
+    )
 
 
 def _kind_finding(i: int, layer: Layer, j: int, tgt: Layer, strict: bool) -> Finding:

@@ -1,8 +1,9 @@
 """KV-cache spec types: what one layer keeps per token (or per request), and its page size.
 
-Attention kinds: full, sliding window, chunked local (Llama 4) and multi-head latent attention
-(MLA: one latent per token, stored once). Recurrent-state layers are :class:`MambaSpec`
-(``mmcli.kv.state``). Every spec answers how many pages one request reserves
+Attention kinds: full, sliding window, chunked local (Llama 4), multi-head latent attention
+(MLA: one latent per token, stored once) and the key cache of a DeepSeek sparse-attention
+indexer (beside each MLA cache of DeepSeek V3.2 and GLM-5). Recurrent-state layers are
+:class:`MambaSpec` (``mmcli.kv.state``). Every spec answers how many pages one request reserves
 (:meth:`KVCacheSpec.blocks_per_request`) given the request length and the tokens the engine
 may write past a window in one step (``reserve_tokens``).
 """
@@ -185,6 +186,49 @@ class MLAAttentionSpec(FullAttentionSpec):
         return self.num_kv_heads * self.head_size * self.dtype_bytes
 
 
+#: The dtype vLLM allocates the sparse-attention indexer's cache in: raw bytes.
+INDEXER_DTYPE = "uint8"
+
+
+@dataclass(frozen=True, slots=True)
+class IndexerCacheSpec(MLAAttentionSpec):
+    """The key cache of a DeepSeek sparse-attention (DSA) indexer: vLLM's
+    ``DeepseekV32IndexerCache``, one per decoder layer beside its MLA cache.
+
+    The engine declares it as an MLA spec of one head whose ``head_size`` is the bytes of one
+    token (fp8 keys of ``index_head_dim`` plus a 4-byte scale per 128 of them: 132 for
+    DeepSeek V3.2) in ``uint8``, replicated on every tensor-parallel rank. Being a
+    full-attention spec of the model's block size, it joins the MLA layers' group, so each
+    block holds a page of both. ``--kv-cache-dtype`` does not change it.
+    """
+
+    def __post_init__(self) -> None:
+        for name in ("block_size", "num_kv_heads", "head_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise InputError(
+                    f"{name} must be a positive integer, got {value!r}",
+                    hint="the indexer cache has a head of index_head_dim bytes and scales",
+                )
+        if self.dtype != INDEXER_DTYPE or self.ds_mla:
+            raise InputError(
+                f"the indexer cache is {INDEXER_DTYPE} bytes, got dtype {self.dtype!r}",
+                hint="the engine stores the indexer's fp8 keys and scales as raw bytes",
+            )
+
+    @property
+    def attention(self) -> str:
+        return "indexer"
+
+    @property
+    def dtype_bytes(self) -> int:
+        return 1
+
+    @property
+    def bytes_per_token(self) -> int:
+        return self.num_kv_heads * self.head_size
+
+
 @dataclass(slots=True)
 class KVCacheGroupSpec:
     """Layers that share one block table; the engine appends sharing layers to their target's."""
@@ -210,5 +254,5 @@ class Layer:
 
     @property
     def attention(self) -> str:
-        """``full``, ``sliding``, ``chunked``, ``mla``, ``mamba``, or ``none`` (no cache)."""
+        """``full``, ``sliding``, ``chunked``, ``mla``, ``indexer``, ``mamba``, or ``none``."""
         return "none" if self.spec is None else self.spec.attention

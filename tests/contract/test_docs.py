@@ -707,6 +707,20 @@ REFUSALS: dict[tuple[str, str], list[str]] = {
         "--pipeline-parallel-size",
         "2",
     ],
+    ("docs/kv-share.md", "--vllm-version"): [
+        "kv-share",
+        "plan",
+        "tests/kv/configs/deepseek-ai--DeepSeek-V3.2.as-DeepSeek-V3.2-Exp.json",
+        "--vllm-version",
+        "0.10",
+    ],
+    ("docs/kv-share.md", "--engine"): [
+        "kv-share",
+        "plan",
+        "tests/kv/configs/deepseek-ai--DeepSeek-V3.2.as-DeepSeek-V3.2-Exp.json",
+        "--engine",
+        "sglang",
+    ],
     ("docs/kv-configs.md", "--vllm-version"): [
         "kv-share",
         "plan",

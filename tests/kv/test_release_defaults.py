@@ -63,9 +63,9 @@ def test_a_given_block_is_kept() -> None:
 
 
 def test_the_mla_note_names_the_release_default() -> None:
-    (old,) = [f for f in plan(DEEPSEEK, vllm_version="0.33").findings]
+    (old,) = list(plan(DEEPSEEK, vllm_version="0.33").findings)
     assert old.code == "backend-block-size" and "this plan uses 16" in old.message
-    (new,) = [f for f in plan(DEEPSEEK).findings]
+    (new,) = list(plan(DEEPSEEK).findings)
     assert "CUTLASS MLA 128, others 64); this plan uses 64" in new.message
     assert new.hint == "pass --block-size 128 to plan a CUTLASS MLA run"
 

@@ -30,7 +30,7 @@ from functools import cached_property
 
 from mmcli.errors import InputError
 from mmcli.kv.releases import EngineRules
-from mmcli.kv.spec import KVCacheSpec, MLAAttentionSpec, cdiv
+from mmcli.kv.spec import IndexerCacheSpec, KVCacheSpec, MLAAttentionSpec, cdiv
 from mmcli.kv.state import MambaSpec
 
 Spec = KVCacheSpec | MambaSpec
@@ -121,8 +121,12 @@ class EngineGroup:
 
     @property
     def spec(self) -> Spec:
-        """The group's spec (its first layer's; all equal except in a uniform-type group)."""
-        return self.specs[0]
+        """The group's spec (its first layer's; all equal except in a uniform-type group). A
+        sparse-attention indexer is passed over for the MLA layer it sits beside."""
+        first = self.specs[0]
+        if isinstance(first, IndexerCacheSpec):
+            return next((s for s in self.specs if not isinstance(s, IndexerCacheSpec)), first)
+        return first
 
     @property
     def attention(self) -> str:

@@ -15,7 +15,13 @@ from mmcli.findings import Finding
 from mmcli.kv.model import DEFAULT_BLOCK_SIZE, ModelConfig
 from mmcli.kv.options import DS_MLA, PlanOptions
 from mmcli.kv.releases import EngineRules, applies
-from mmcli.kv.spec import KVCacheSpec, Layer, MLAAttentionSpec, SlidingWindowSpec
+from mmcli.kv.spec import (
+    IndexerCacheSpec,
+    KVCacheSpec,
+    Layer,
+    MLAAttentionSpec,
+    SlidingWindowSpec,
+)
 from mmcli.kv.state import MambaSpec
 
 #: The text model types whose vLLM model widens the window by one
@@ -122,6 +128,8 @@ def _on_rank(
         )
         state.shapes()  # refuses a state that cannot be split across tp
         return state
+    if isinstance(spec, IndexerCacheSpec):  # uint8 whatever the dtype, on every rank
+        return replace(spec, block_size=block or spec.block_size)
     heads_per_rank = (
         spec.num_kv_heads
         if isinstance(spec, MLAAttentionSpec)  # one latent, replicated

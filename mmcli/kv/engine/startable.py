@@ -10,13 +10,17 @@ from mmcli.kv.releases import FIRST_SERVED, LAST_SERVED, EngineRules, applies, p
 
 def refuse_unstartable(config: ModelConfig, rules: EngineRules) -> None:
     """Models the named release cannot start, refused rather than planned."""
-    first = FIRST_SERVED.get(config.architecture)
-    if first is not None and not applies(first, rules):
-        raise InputError(
-            f"{config.name}: vLLM {rules.release} does not serve {config.architecture} yet "
-            f"(the first release that does is {first}; the engine refuses to start)",
-            hint=f"plan with --vllm-version {first} or newer",
-        )
+    sparse = config.sparse_attention
+    for arch in dict.fromkeys([sparse.architecture if sparse else "", config.architecture]):
+        first = FIRST_SERVED.get(arch)
+        if first is not None and not applies(first, rules):
+            what = f"{arch} ({sparse.name})" if sparse and arch == sparse.architecture else arch
+            shown = first if first.count(".") == 2 else f"{first}.0"
+            raise InputError(
+                f"{config.name}: vLLM {rules.release} does not serve {what} yet (the first "
+                f"release that does is {shown}; the engine refuses to start)",
+                hint=f"plan with --vllm-version {first} or newer",
+            )
     last = LAST_SERVED.get(config.architecture)
     if last is not None and parse_release(rules.release) > parse_release(last):
         raise InputError(

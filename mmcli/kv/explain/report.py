@@ -22,6 +22,7 @@ from mmcli.kv.options import PlanOptions
 from mmcli.kv.releases import (
     CHANGES,
     CLI_FIELDS,
+    DSA_FIELDS,
     NEWEST,
     PIPELINE_FIELDS,
     describe,
@@ -253,12 +254,16 @@ def _matching_releases(
     config: ModelConfig, log: VllmLog, kwargs: dict[str, Any], memory: float
 ) -> list[str]:
     found = []
-    single_gpu = (kwargs.get("pipeline_parallel_size") or 1) == 1
+    # A row that differs from the one before only with pipeline stages, only for sparse
+    # attention, or only in how the command line is read, gives this plan the same figures.
+    same = set(CLI_FIELDS)
+    if (kwargs.get("pipeline_parallel_size") or 1) == 1:
+        same |= PIPELINE_FIELDS
+    if config.sparse_attention is None:
+        same |= DSA_FIELDS
     for release, change in CHANGES:
-        if single_gpu and change and set(change) <= PIPELINE_FIELDS:
-            continue  # differs from the row before only with pipeline stages
-        if change and set(change) <= CLI_FIELDS:
-            continue  # differs only in how the command line is read
+        if change and set(change) <= same:
+            continue
         exact = release if release.count(".") == 2 else f"{release}.0"  # the row, not a patch
         try:
             figures = _plan_range(config, {**kwargs, "vllm_version": exact}, memory)

@@ -15,6 +15,7 @@ from mmcli.dtypes import kv_dtype
 from mmcli.errors import InputError
 from mmcli.findings import Finding
 from mmcli.kv.hf.context import assumed_length, context_length
+from mmcli.kv.hf.dsa import sparse_attention, with_indexers
 from mmcli.kv.hf.keys import refuse_unmodelled
 from mmcli.kv.hf.layouts import (
     ATTENTION_FREE,
@@ -342,6 +343,10 @@ def parse_hf_config(doc: dict[str, Any], *, default_name: str, where: str) -> Mo
         )
     context = context_length(text, model_type, where)
     mtp_layers, mtp_n_predict = _mtp_layers(text, num_layers, specs, where)
+    dsa = sparse_attention(doc, text, where)
+    if dsa is not None:  # an indexer cache before each MLA layer (mmcli.kv.hf.dsa)
+        layers, decoder_index = with_indexers(layers, dsa[1])
+        mtp_layers = with_indexers(mtp_layers, dsa[1])[0]
     chunk = optional_int(text, "mamba_chunk_size", where) or optional_int(text, "chunk_size", where)
     return ModelConfig(
         name=str(name),
@@ -363,6 +368,7 @@ def parse_hf_config(doc: dict[str, Any], *, default_name: str, where: str) -> Mo
         checkpoint_kv=checkpoint_kv(doc, text, where),
         mm_item_tokens=_mm_item_tokens(doc, text, model_type),
         architecture=architecture(doc),
+        sparse_attention=None if dsa is None else dsa[0],
     )
 
 

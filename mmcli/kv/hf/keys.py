@@ -12,6 +12,11 @@ from typing import Any
 
 from mmcli.errors import InputError
 from mmcli.kv.hf.context import LENGTH_KEYS
+from mmcli.kv.hf.dsa import dsa_model
+from mmcli.kv.model import architecture
+
+#: The keys of a sparse-attention indexer, read (not refused) on the DSA models mmcli plans.
+_DSA_KEYS = frozenset({"index_topk", "index_head_dim"})
 
 #: Keys whose values shape the plan (of the text config, or the top level for ``dtype``).
 KEYS_READ: frozenset[str] = frozenset(
@@ -97,6 +102,11 @@ KEYS_READ: frozenset[str] = frozenset(
     }
 )
 
+_INDEX_SHARING = (
+    "indexer sharing (layers that reuse an earlier layer's top-k keep no indexer cache: vLLM "
+    "0.21 and newer), whose per-layer indexer caches mmcli does not plan"
+)
+
 #: Keys that change the KV cache in a way mmcli does not model: refused when set (not null,
 #: false, 0 or empty), with why. ``is_causal`` is refused when false.
 KEYS_REFUSED: dict[str, str] = {
@@ -107,10 +117,16 @@ KEYS_REFUSED: dict[str, str] = {
     "is_causal": "bidirectional (encoder-only) attention, which keeps no decoder KV cache",
     "use_bidirectional_attention": "bidirectional attention over the whole sequence (the "
     "window is halved and the layers are encoder-only)",
-    "index_topk": "a sparse-attention indexer (DeepSeek V3.2), whose indexer cache mmcli "
-    "does not plan",
-    "index_head_dim": "a sparse-attention indexer (DeepSeek V3.2), whose indexer cache mmcli "
-    "does not plan",
+    # Planned for the DSA models of mmcli.kv.hf.dsa (DeepSeek V3.2, GLM-5), refused on others.
+    "index_topk": "a sparse-attention indexer on a model type whose indexer cache mmcli does "
+    "not plan (it plans DeepSeek V3.2's and GLM-5's)",
+    "index_head_dim": "a sparse-attention indexer on a model type whose indexer cache mmcli "
+    "does not plan (it plans DeepSeek V3.2's and GLM-5's)",
+    # Refused when a layer would skip its indexer: index_topk_freq other than 1, an
+    # index_topk_pattern with an "S", indexer_types with a "shared" entry.
+    "index_topk_freq": _INDEX_SHARING,
+    "index_topk_pattern": _INDEX_SHARING,
+    "indexer_types": _INDEX_SHARING,
     "interleaved_sliding_window": "an interleaved sliding-window layout mmcli does not mirror",
     "dual_chunk_attention_config": "dual-chunk attention, whose cache layout mmcli does not plan",
     "num_memory_tokens": "memory tokens kept beside the sequence",
@@ -187,6 +203,11 @@ KEYS_IGNORED: frozenset[str] = frozenset(
         "q_lora_rank",
         "qk_nope_head_dim",
         "v_head_dim",
+        # the sparse-attention indexer's query heads and RoPE layout (not cached), and the
+        # offset of a sharing pattern (refused above when it applies)
+        "index_n_heads",
+        "indexer_rope_interleave",
+        "index_skip_topk_offset",
         # rope and norms
         "rope_theta",
         "rms_norm_eps",
@@ -209,6 +230,12 @@ KEYS_IGNORED: frozenset[str] = frozenset(
 def _is_set(key: str, value: Any) -> bool:
     if key == "is_causal":
         return value is False
+    if key == "index_topk_freq":
+        return value != 1 and value is not None  # 1: every layer keeps its indexer
+    if key == "index_topk_pattern":
+        return isinstance(value, (str, list)) and "S" in value
+    if key == "indexer_types":
+        return isinstance(value, list) and "shared" in value
     if key == "use_bidirectional_attention" and value == "vision":
         # Gemma 4: two-way attention over image spans only; the cache is an ordinary decoder
         # cache (vLLM's Gemma4 model, transformers' Gemma4TextConfig: only "all" halves the
@@ -226,12 +253,24 @@ def refuse_unmodelled(doc: dict[str, Any], text: dict[str, Any], where: str) -> 
             "is no engine KV cache to plan",
             hint="plan a model that vLLM v1 serves",
         )
+    if model_type.startswith("deepseek_v4") or architecture(doc).startswith("DeepseekV4"):
+        raise InputError(
+            f"{where}: DeepSeek-V4 ({model_type or architecture(doc)}): its compressed sparse "
+            "attention (a sliding-window cache, compressed caches and their indexers, vLLM 0.20 "
+            "and newer) is not planned yet; mmcli plans the sparse attention of DeepSeek V3.2 "
+            "and GLM-5",
+            hint="describe the layers in an mmcli layer config (docs/kv-configs.md) to plan it "
+            "anyway",
+        )
+    planned = dsa_model(doc, text) is not None  # its indexer keys are read, not refused
     quant = doc.get("quantization_config")
     sources = [text] if text is doc else [text, doc]
     if isinstance(quant, dict):
         sources.append(quant)
     for source in sources:
         for key, why in KEYS_REFUSED.items():
+            if planned and key in _DSA_KEYS:
+                continue
             if key in source and _is_set(key, source[key]):
                 raise InputError(
                     f"{where}: {key} is set ({source[key]!r}): the config uses {why}, which "

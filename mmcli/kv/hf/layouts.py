@@ -85,8 +85,16 @@ def _str_list(text: dict[str, Any], key: str, n: int, where: str) -> list[str]:
     return list(value)
 
 
+#: ``layer_types`` spellings of sparse-attention checkpoints (GLM-5.2's), which vLLM counts as
+#: full attention (``_ATTENTION_LAYER_TYPES``, config/model.py, 0.34): an MLA layer (with its
+#: indexer cache when the config sets ``index_topk``).
+SPARSE_TYPES = frozenset({"deepseek_sparse_attention", "indexed_attention"})
+
+
 def _checked_layer_types(text: dict[str, Any], n: int, where: str) -> list[str]:
     types = _str_list(text, "layer_types", n, where)
+    if SPARSE_TYPES.intersection(types):
+        types = ["full_attention" if t in SPARSE_TYPES else t for t in types]
     known = FULL_TYPES | SLIDING_TYPES | CHUNKED_TYPES | STATE_TYPES | NO_KV_TYPES
     for i, t in enumerate(types):
         if t not in known:
