@@ -6,87 +6,23 @@ of ``vllm.LLM``) and ``env`` (environment of the engine process). Dimensions are
 (hidden 64-128, 2-6 layers, head sizes the CPU attention kernel takes: 32, 64, 80, …,
 512) so that every engine starts in seconds; the KV arithmetic does not care about size.
 
-Options: vLLM's CPU attention needs blocks of a multiple of 32 tokens
-(``vllm/v1/attention/backends/cpu_attn.py``, ``get_supported_kernel_block_sizes``), so the
-cases run at block 32 unless they say otherwise; without a block size the CPU platform
-picks 128 (``vllm/platforms/cpu.py``).
+The engine's options, the builders and the configs the tables share are in
+``case_base.py``; this table is the top one, ``all_cases`` gathers every table.
 """
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
-#: The engine process's environment (single process, offline; VLLM_CPU_KVCACHE_SPACE is
-#: the KV memory in GiB: vllm/platforms/cpu.py turns it into kv_cache_memory_bytes).
-ENV = {
-    "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
-    "VLLM_CPU_KVCACHE_SPACE": "1",
-    "HF_HUB_OFFLINE": "1",
-    "TRANSFORMERS_OFFLINE": "1",
-    "VLLM_NO_USAGE_STATS": "1",
-    "VLLM_PLUGINS": "",
-    # One thread, no core binding: the tiny models need no more, and the machine is shared.
-    "VLLM_CPU_OMP_THREADS_BIND": "nobind",
-    "OMP_NUM_THREADS": "1",
-}
+# Sibling modules (run_engine.py's folder, on sys.path).
+from case_base import GEMMA3, LLAMA, LLAMA4, MISTRAL, case, text
+from cases_hybrid import hybrid_cases
+from cases_more import more_cases
 
-#: The ``vllm.LLM`` arguments every case starts from.
-ENGINE_ARGS: dict[str, Any] = {
-    "max_model_len": 1024,
-    "max_num_seqs": 4,
-    "max_num_batched_tokens": 256,
-    "block_size": 32,
-    "enforce_eager": True,
-    "load_format": "dummy",
-    "skip_tokenizer_init": True,
-    "seed": 0,
-}
-
-
-def case(
-    name: str,
-    about: str,
-    config: dict[str, Any],
-    *,
-    env: dict[str, str | None] | None = None,
-    **engine_args: Any,
-) -> dict[str, Any]:
-    """A case: ``engine_args`` replace the defaults (None removes one)."""
-    args = {**ENGINE_ARGS, **engine_args}
-    return {
-        "name": name,
-        "about": about,
-        "config": copy.deepcopy(config),
-        "engine_args": {k: v for k, v in args.items() if v is not None},
-        "env": {**ENV, **(env or {})},
-    }
-
-
-def text(arch: str, model_type: str, **keys: Any) -> dict[str, Any]:
-    """A tiny decoder config: 2 layers, hidden 128, 4 heads of 32, 2 KV heads, bf16."""
-    base: dict[str, Any] = {
-        "architectures": [arch],
-        "model_type": model_type,
-        "hidden_size": 128,
-        "intermediate_size": 256,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "vocab_size": 512,
-        "max_position_embeddings": 4096,
-        "torch_dtype": "bfloat16",
-        "tie_word_embeddings": False,
-    }
-    return {k: v for k, v in {**base, **keys}.items() if v is not None}
-
-
-LLAMA = text("LlamaForCausalLM", "llama", num_hidden_layers=3)
 #: 4 KV heads × 256 × 2 layers, bf16: 8 KiB a token, so a few MiB hold a long request.
 LLAMA_WIDE = text(
     "LlamaForCausalLM", "llama", num_attention_heads=4, num_key_value_heads=4, head_dim=256
 )
-MISTRAL = text("MistralForCausalLM", "mistral", sliding_window=128)
 QWEN2 = text("Qwen2ForCausalLM", "qwen2", use_sliding_window=False)
 QWEN3 = text("Qwen3ForCausalLM", "qwen3", head_dim=64, num_hidden_layers=3)
 QWEN3_MOE = text(
@@ -105,15 +41,6 @@ GEMMA2 = text(
     head_dim=64,
     sliding_window=128,
     query_pre_attn_scalar=64,
-)
-GEMMA3 = text(
-    "Gemma3ForCausalLM",
-    "gemma3_text",
-    num_hidden_layers=6,
-    head_dim=64,
-    sliding_window=128,
-    query_pre_attn_scalar=64,
-    rope_scaling=None,
 )
 COHERE2 = text(
     "Cohere2ForCausalLM",
@@ -155,18 +82,6 @@ GPT_OSS = text(
     num_local_experts=4,
     num_experts_per_tok=2,
     intermediate_size=128,
-)
-LLAMA4 = text(
-    "Llama4ForCausalLM",
-    "llama4_text",
-    num_hidden_layers=4,
-    head_dim=64,
-    attention_chunk_size=128,
-    no_rope_layers=[1, 1, 1, 0],
-    num_local_experts=2,
-    num_experts_per_tok=1,
-    intermediate_size_mlp=256,
-    interleave_moe_layer_step=1,
 )
 DEEPSEEK_V2 = text(
     "DeepseekV2ForCausalLM",
@@ -322,9 +237,6 @@ def attention_cases() -> list[dict[str, Any]]:
 
 def all_cases() -> list[dict[str, Any]]:
     """Every case, attention models first."""
-    from cases_hybrid import hybrid_cases  # sibling modules (run_engine.py's folder)
-    from cases_more import more_cases
-
     found = attention_cases() + hybrid_cases() + more_cases()
     names = [c["name"] for c in found]
     if len(set(names)) != len(names):

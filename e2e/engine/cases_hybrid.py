@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cases import case, text
+from case_base import GDN_KEYS, GEMMA3N, QWEN3_5, case, text
 
 #: The attention of the Mamba2 hybrids: 6 heads of 32, 2 KV heads (256 bytes a token).
 WIDE = {"hidden_size": 192, "num_attention_heads": 6, "intermediate_size": 384}
@@ -103,13 +103,6 @@ JAMBA = text(
     mamba_dt_rank=8,
     use_mamba_kernels=False,
 )
-GDN_KEYS = {
-    "linear_num_key_heads": 2,
-    "linear_key_head_dim": 32,
-    "linear_num_value_heads": 6,
-    "linear_value_head_dim": 32,
-    "linear_conv_kernel_dim": 4,
-}
 #: vLLM's n-gram speculator: no draft model, 3 proposed tokens per step.
 NGRAM_3 = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3}
 
@@ -124,14 +117,6 @@ QWEN3_NEXT = text(
     moe_intermediate_size=64,
     shared_expert_intermediate_size=64,
     decoder_sparse_step=1,
-    **GDN_KEYS,
-)
-QWEN3_5 = text(
-    "Qwen3_5ForCausalLM",
-    "qwen3_5_text",
-    num_hidden_layers=4,
-    head_dim=64,
-    full_attention_interval=2,
     **GDN_KEYS,
 )
 MAMBA1 = text(
@@ -179,22 +164,6 @@ MINIMAX = text(
     attn_type_list=[0, 1],
     num_local_experts=2,
     num_experts_per_tok=1,
-)
-GEMMA3N_TYPES = ["sliding_attention"] * 4 + ["full_attention"]
-GEMMA3N = text(
-    "Gemma3nForCausalLM",
-    "gemma3n_text",
-    num_hidden_layers=7,
-    head_dim=64,
-    sliding_window=128,
-    layer_types=GEMMA3N_TYPES + ["sliding_attention", "full_attention"],
-    num_kv_shared_layers=2,
-    hidden_size_per_layer_input=32,
-    vocab_size_per_layer_input=512,
-    laurel_rank=16,
-    altup_num_inputs=4,
-    activation_sparsity_pattern=[0.0] * 7,
-    query_pre_attn_scalar=64,
 )
 GEMMA4 = text(
     "Gemma4ForCausalLM",

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cases import GEMMA3, LLAMA, LLAMA4, MISTRAL, case, text
-from cases_hybrid import GDN_KEYS, GEMMA3N, QWEN3_5
+from case_base import GDN_KEYS, GEMMA3, GEMMA3N, LLAMA, LLAMA4, MISTRAL, QWEN3_5, case, text
 
 TEXT_ONLY = {"language_model_only": True}
 

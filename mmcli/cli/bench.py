@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from mmcli.cli._boundary import guarded
+from mmcli.cli._notes import third_party_notes
 from mmcli.cli._output import OutputFormat, emit_json, progress, stderr, stdout
 from mmcli.cli.options import DeviceOpt, FormatOpt, flag
 
@@ -86,38 +87,41 @@ def bench(
     output_format: FormatOpt = OutputFormat.table,
 ) -> None:
     """Time scatter/gather implementations against the reference and a same-size copy."""
-    from mmcli.bench import BenchOptions
-    from mmcli.bench.run import count_steps, run
+    # torch's own warnings (a CUDA build without a GPU has some) stay out of the report:
+    # they follow it, once each, as notes.
+    with third_party_notes():
+        from mmcli.bench import BenchOptions
+        from mmcli.bench.run import count_steps, run
 
-    options = BenchOptions.parse(
-        device=device,
-        dtype=dtype,
-        hidden=hidden,
-        placeholders=placeholders,
-        layout=layout,
-        impl=impl,
-        op=op,
-        from_dump=from_dump,
-        min_time=min_time,
-        threads=threads,
-        quick=quick,
-    )
-    workloads = options.workloads()
-    # The CLI runs without the cyclic collector (see ``mmcli.__main__``); timing leaves
-    # reference cycles that hold tensors, case after case, so bench collects them.
-    gc.enable()
-    table_mode = output_format == OutputFormat.table
-    with progress(enabled=table_mode) as bar:
-        task = bar.add_task("timing", total=count_steps(workloads, options))
+        options = BenchOptions.parse(
+            device=device,
+            dtype=dtype,
+            hidden=hidden,
+            placeholders=placeholders,
+            layout=layout,
+            impl=impl,
+            op=op,
+            from_dump=from_dump,
+            min_time=min_time,
+            threads=threads,
+            quick=quick,
+        )
+        workloads = options.workloads()
+        # The CLI runs without the cyclic collector (see ``mmcli.__main__``); timing leaves
+        # reference cycles that hold tensors, case after case, so bench collects them.
+        gc.enable()
+        table_mode = output_format == OutputFormat.table
+        with progress(enabled=table_mode) as bar:
+            task = bar.add_task("timing", total=count_steps(workloads, options))
 
-        def advance(label: str) -> None:
-            bar.update(task, advance=1, description=escape(label))
+            def advance(label: str) -> None:
+                bar.update(task, advance=1, description=escape(label))
 
-        result = run(workloads, options, on_step=advance)
-    if table_mode:
-        _render(result)
-    else:
-        emit_json(result.to_json())
+            result = run(workloads, options, on_step=advance)
+        if table_mode:
+            _render(result)
+        else:
+            emit_json(result.to_json())
     err = stderr()
     for warning in result.warnings:
         err.print(f"warning: {escape(warning)}")

@@ -443,3 +443,91 @@ def test_a_noisy_copy_baseline_is_warned_about(monkeypatch: pytest.MonkeyPatch) 
         "raise --min-time)"
         for op in ("scatter", "gather")
     ]
+
+
+# -- third-party warnings: out of the report, once each as a note on stderr -----------------
+
+#: What torch says on a machine without a GPU, with a CUDA build: a Python warning when asked
+#: whether CUDA is available, a log record when torch.utils.benchmark loads cpp_extension.
+NO_DRIVER = "CUDA initialization: Found no NVIDIA driver on your system (injected)"
+NO_RUNTIME = "No CUDA runtime is found, using CUDA_HOME='/usr/local/cuda' (injected)"
+
+
+def _torch_without_a_gpu() -> bool:
+    import logging
+    import warnings
+
+    warnings.warn(NO_DRIVER, UserWarning, stacklevel=2)
+    logging.getLogger("torch.utils.cpp_extension").warning(NO_RUNTIME)
+    return False
+
+
+def test_torch_warnings_stay_out_of_the_report(monkeypatch: pytest.MonkeyPatch) -> None:
+    import warnings
+
+    from torch.utils.benchmark import Timer
+
+    real = Timer.blocked_autorange
+
+    def noisy(self: Timer, *args: Any, **kwargs: Any) -> Any:  # every timing warns
+        warnings.warn("torch.utils.benchmark says so (injected)", FutureWarning, stacklevel=2)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.cuda, "is_available", _torch_without_a_gpu)
+    monkeypatch.setattr(Timer, "blocked_autorange", noisy)
+    result = invoke("--device", "auto", *TINY, "--op", "scatter", "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    assert "injected" not in result.stdout
+    assert json.loads(result.stdout)["device"] == "cpu"
+    notes = [line for line in result.stderr.splitlines() if line.startswith("note: ")]
+    assert notes == [
+        f"note: UserWarning: {NO_DRIVER}",
+        "note: FutureWarning: torch.utils.benchmark says so (injected)",
+        f"note: torch.utils.cpp_extension: {NO_RUNTIME}",
+    ]
+
+
+@pytest.mark.slow  # a fresh interpreter, as a user runs it (no pytest catching warnings)
+def test_torch_warnings_are_notes_in_a_real_run() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import logging, sys, warnings, torch\n"
+        "def is_available():\n"
+        f"    warnings.warn({NO_DRIVER!r})\n"
+        f"    logging.getLogger('torch.utils.cpp_extension').warning({NO_RUNTIME!r})\n"
+        "    return False\n"
+        "torch.cuda.is_available = is_available\n"
+        f"sys.argv = ['mmcli', 'bench', '--op', 'scatter', *{TINY!r}]\n"
+        "from mmcli.__main__ import main\n"
+        "main()\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "mmcli bench · cpu" in proc.stdout and "injected" not in proc.stdout
+    said = [line for line in proc.stderr.splitlines() if "injected" in line]
+    assert said == [
+        f"note: UserWarning: {NO_DRIVER}",
+        f"note: torch.utils.cpp_extension: {NO_RUNTIME}",
+    ]
+
+
+def test_notes_restore_torch_logging_and_are_dropped_on_an_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import logging
+    import warnings
+
+    from mmcli.cli._notes import third_party_notes
+
+    torch_logger = logging.getLogger("torch")
+    before = (list(torch_logger.handlers), torch_logger.propagate)
+    with pytest.raises(ValueError), third_party_notes():  # the command's error says it all
+        warnings.warn("dropped (injected)", stacklevel=1)
+        raise ValueError
+    assert (torch_logger.handlers, torch_logger.propagate) == before
+    assert "injected" not in capsys.readouterr().err

@@ -1,4 +1,5 @@
-"""The package's shape, checked from the source: no import cycles, dependencies point down.
+"""The package's shape, checked from the source: no import cycles, dependencies point down;
+and no import cycle among the scripts of ``e2e/`` either.
 
 The import graph is computed with ``ast`` from every ``import`` in ``mmcli/`` — module level
 and inside functions alike (a lazy import is still a dependency) — except those under
@@ -137,13 +138,15 @@ def reachable(start: str, crossings: frozenset[tuple[str, str]] = frozenset()) -
     return seen
 
 
-def find_cycle() -> list[str] | None:
-    """One import cycle as a list of modules, or None (iterative three-colour DFS)."""
-    colour = dict.fromkeys(GRAPH, 0)
-    for root in GRAPH:
+def find_cycle(graph: dict[str, set[str]] | None = None) -> list[str] | None:
+    """One import cycle of ``graph`` (mmcli's by default) as a list of modules, or None
+    (iterative three-colour DFS)."""
+    graph = GRAPH if graph is None else graph
+    colour = dict.fromkeys(graph, 0)
+    for root in graph:
         if colour[root]:
             continue
-        stack: list[tuple[str, Iterator[str]]] = [(root, iter(sorted(GRAPH[root])))]
+        stack: list[tuple[str, Iterator[str]]] = [(root, iter(sorted(graph[root])))]
         colour[root] = 1
         while stack:
             node, children = stack[-1]
@@ -156,7 +159,7 @@ def find_cycle() -> list[str] | None:
                 return [*path[path.index(child) :], child]
             elif colour[child] == 0:
                 colour[child] = 1
-                stack.append((child, iter(sorted(GRAPH[child]))))
+                stack.append((child, iter(sorted(graph[child]))))
     return None
 
 
@@ -184,6 +187,43 @@ def test_cycle_finder_finds_a_cycle() -> None:
     finally:
         GRAPH.clear()
         GRAPH.update(saved)
+
+
+# -- the scripts outside the package: e2e/ and e2e/engine/ --------------------------------
+#: Folders of scripts that import their sibling modules by bare name (the folder on
+#: sys.path), as run_engine.py imports the case tables.
+SCRIPT_FOLDERS = ("e2e", "e2e/engine")
+REPO = Path(__file__).resolve().parents[2]
+
+
+def sibling_graph(folder: Path) -> dict[str, set[str]]:
+    """Module → the sibling modules it imports when it runs (lazy imports included)."""
+    names = {p.stem for p in folder.glob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name in sorted(names):
+        tree = ast.parse((folder / f"{name}.py").read_text(encoding="utf-8"))
+        found: set[str] = set()
+        for node in _runtime_nodes(tree):
+            if isinstance(node, ast.Import):
+                found.update(a.name for a in node.names if a.name in names)
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module in names:
+                found.add(node.module)
+        graph[name] = found - {name}
+    return graph
+
+
+def test_the_script_graph_sees_the_case_tables() -> None:
+    # The engine differential's driver imports the tables, and they import their builders.
+    graph = sibling_graph(REPO / "e2e" / "engine")
+    assert "cases" in graph["run_engine"]
+    assert "cases_hybrid" in graph["cases"] and "cases_more" in graph["cases"]
+    assert graph["cases_hybrid"] and graph["cases_more"]
+
+
+@pytest.mark.parametrize("folder", SCRIPT_FOLDERS)
+def test_no_import_cycle_among_scripts(folder: str) -> None:
+    cycle = find_cycle(sibling_graph(REPO / folder))
+    assert cycle is None, f"{folder}: " + " → ".join(cycle or [])
 
 
 @pytest.mark.parametrize("room", sorted(FORBIDDEN))

@@ -328,6 +328,16 @@ def test_head_in_a_real_pipeline_exits_141_quietly(tmp_path: Path) -> None:
 # -- Ctrl-C ---------------------------------------------------------------------------------
 
 
+def _sigint_as_a_terminal_gives_it() -> None:
+    """In the child, before exec: SIGINT at its default action and not blocked, as a shell
+    gives a foreground command. A child inherits an ignored SIGINT (and a blocked one) from
+    pytest, which has one when started in the background, under ``nohup`` or by any parent
+    that ignores Ctrl-C; mmcli's Python would then never see the signal these tests send.
+    (``subprocess``'s ``restore_signals`` resets only SIGPIPE, SIGXFZ and SIGXFSZ.)"""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def _interrupt_after(
     command: list[str], marker: str, delay: float = 0.0
 ) -> tuple[int, list[str], str, float]:
@@ -341,6 +351,7 @@ def _interrupt_after(
         env=_env(PYTHONPROFILEIMPORTTIME="1"),
         cwd=REPO,
         start_new_session=True,  # the SIGINT goes to mmcli only, not to pytest
+        preexec_fn=_sigint_as_a_terminal_gives_it,
     )
     assert proc.stderr is not None
     seen = []
@@ -395,6 +406,40 @@ def test_ctrl_c_while_running_is_one_line_and_130() -> None:
     code, lines, out, elapsed = _interrupt_after(command, "mmcli.bench.run", delay=0.3)
     assert (code, lines, out) == (130, ["error: interrupted"], "")
     assert elapsed < TIME_LIMIT_S
+
+
+#: The tests above that send a signal to a child, by node id.
+SIGNAL_TESTS = [
+    f"{Path(__file__).relative_to(REPO).as_posix()}::{name}"
+    for name in (
+        "test_ctrl_c_while_importing_is_one_line_and_130",
+        "test_ctrl_c_while_running_is_one_line_and_130",
+    )
+]
+
+
+def _sigint_ignored_and_blocked() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+
+
+@pytest.mark.slow
+def test_the_signal_tests_pass_however_pytest_is_started() -> None:
+    """The Ctrl-C tests in a pytest that inherited an ignored SIGINT, as ``make test &`` in a
+    script, ``nohup make test`` or ``(trap '' INT; make test)`` give it (here blocked too):
+    each sets its child's SIGINT itself, so they pass as they do from a terminal."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *SIGNAL_TESTS],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        cwd=REPO,
+        preexec_fn=_sigint_ignored_and_blocked,
+        timeout=TIME_LIMIT_S * 12,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert " passed" in proc.stdout and "failed" not in proc.stdout, proc.stdout[-3000:]
 
 
 @pytest.mark.slow

@@ -14,6 +14,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from mmcli.cli._output import stdout
+from mmcli.cli.kv_share.fit import fit_columns
 from mmcli.cli.kv_share.fold import Folded, Row, first_index, fold_layers, fold_rows
 from mmcli.cli.kv_share.stages import stage_table
 from mmcli.findings import count
@@ -112,12 +113,13 @@ def _layer_table(plan: KVPlan, folded: Folded, all_layers: bool, names: list[str
         title += f": {escape(template)}"
         columns.remove("name")
     table = Table(title=title, title_justify="left")
-    # Short cells never wrap; the long ones (ranges, names, targets) wrap rather than vanish.
+    # Short cells never wrap; the long ones (ranges, names, targets) wrap rather than vanish,
+    # and a state's dims ("mamba2 state") at their space.
     widths = {"layers": 7, "name": 12, "KV cache": 8}
     for column in columns:
         table.add_column(
             column,
-            no_wrap=column not in widths,
+            no_wrap=column not in widths and column != "heads×dim",
             min_width=widths.get(column),
             overflow="fold" if column in widths else "ellipsis",
         )
@@ -158,10 +160,11 @@ def _group_table(plan: KVPlan) -> Table:
     if plan.engine_side == "without_sharing":
         title = "KV-cache groups with the what-if sharing (the engine does not share)"
     table = Table(title=title, title_justify="left")
+    # As in the layer table: short cells never wrap; long ones (window, counts, ranges) do.
     for column in ("group", "attention", "heads×dim", "dtype", "layers", "layer indices"):
         table.add_column(
             column,
-            no_wrap=column != "layer indices",
+            no_wrap=column not in ("attention", "layers", "layer indices"),
             min_width=16 if column == "layer indices" else None,
         )
     # A plan's group_of gives each layer's group, which holds the layer's name (its names are
@@ -351,10 +354,10 @@ def render_plan(plan: KVPlan, aliasing: AliasingReport | None, *, all_layers: bo
             folded = Folded(rows, len(rows), [row.spec for row in rows], index_of)
         else:
             folded = fold_rows(plan.layers, plan.group_of, limit=MAX_ROWS)
-        console.print(_layer_table(plan, folded, all_layers, names))
+        console.print(fit_columns(_layer_table(plan, folded, all_layers, names), console))
         specs = folded.specs
     if plan.groups:
-        console.print(_group_table(plan))
+        console.print(fit_columns(_group_table(plan), console))
     if plan.with_sharing is None and plan.without_sharing is None:
         console.print(
             "KV memory: not planned (the map has errors, and the layers' KV specs differ)"
