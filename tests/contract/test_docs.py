@@ -668,6 +668,17 @@ CLAUSE = re.compile(r"(?:[^.;|\n]|\.(?=\w))+(?:\.|;|\||\n|$)")
 #: refusal (run below: it must exit 2). A new such sentence fails until it is listed here with
 #: its demonstration -- or, if the CLI accepts the option after all, the page is corrected.
 REFUSALS: dict[tuple[str, str], list[str]] = {
+    ("docs/kv-share-engines.md", "--trtllm-version"): [
+        "kv-share",
+        "plan",
+        "samples/kv/qwen1.5-7b.json",
+        "--engine",
+        "trtllm",
+        "--trtllm-version",
+        "1.2.1",
+        "--memory",
+        "20GiB",
+    ],
     ("docs/kv-share.md", "--enable-prefix-caching"): [
         "kv-share",
         "plan",

@@ -122,6 +122,17 @@ def test_releases() -> None:
         trtllm_rules("0.12")
 
 
+@pytest.mark.parametrize("release", ["1.2", "1.2.0", "v1.2.1", "1.3.0rc7"])
+def test_releases_whose_source_was_not_read_are_refused(release: str) -> None:
+    # 1.2.0 / 1.2.1 are the newest stable tensorrt-llm on PyPI and 1.3.0rc7 a pre-release, but
+    # PyPI's tensorrt-llm 1.2.0 is a stub sdist (no wheel): their KV sizing was not read, so
+    # they are refused rather than planned with 1.1's rules.
+    with pytest.raises(InputError, match=f"TensorRT-LLM {release} is not mirrored") as info:
+        trtllm_rules(release)
+    assert info.value.hint == "use one of the releases read: 0.13, 1.1"
+    assert trtllm_rules(None).release == "1.1"
+
+
 def test_non_positive_sizes_are_refused() -> None:
     with pytest.raises(InputError, match="must be positive"):
         plan(QWEN15_7B, memory_bytes=GiB, tokens_per_block=0)

@@ -41,7 +41,8 @@ TrtllmVersionOpt = Annotated[
     typer.Option(
         "--trtllm-version",
         help="With --engine trtllm/all: the TensorRT-LLM release (0.13: C++ runtime; 1.1: "
-        "PyTorch backend, the default).",
+        "PyTorch backend, the default). Others, 1.2.x and 1.3 included, are refused: not "
+        "mirrored.",
     ),
 ]
 MemFractionOpt = Annotated[
