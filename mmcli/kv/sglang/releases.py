@@ -14,7 +14,9 @@ from typing import Literal
 from mmcli.errors import InputError
 
 #: How a release picks ``mem_fraction_static`` when it is not given.
-FractionRule = Literal["tp-table", "tp-table-b200", "reserve-by-gpu", "reserve-formula"]
+#: "unread": the default was not mirrored (0.5.10: a piecewise-CUDA-graph reserve), so a
+#: budget from --gpu needs --mem-fraction-static.
+FractionRule = Literal["tp-table", "tp-table-b200", "reserve-by-gpu", "reserve-formula", "unread"]
 #: How a release sizes the state pool of a hybrid GDN / Mamba model: "none" (no such model),
 #: "fixed" (0.5.3: 512 slots, or --max-running-requests), "ratio" (0.5.4: a share
 #: ``mamba_full_memory_ratio`` of the budget while the radix cache is on; fixed while it is off),
@@ -47,6 +49,10 @@ class SglangRules:
     #: Whether the MHA cell is ``kv_heads · (head_dim + v_head_dim)`` (0.5.7 on) rather than
     #: ``kv_heads · head_dim · 2``; a config whose ``v_head_dim`` differs is refused there.
     v_head_dim_in_cell: bool = False
+    #: Whether the request pool is estimated from the page-floored, --max-total-tokens-capped
+    #: capacity and caps --max-running-requests too (0.5.10 ``_resolve_max_num_reqs``), rather
+    #: than from the profiled tokens, with --max-running-requests taken as is.
+    requests_from_capacity: bool = False
 
 
 _GEMMA_OFF = (
@@ -106,8 +112,18 @@ RELEASES = (
     replace(_PROFILED, release="0.5.7", v_head_dim_in_cell=True),
     replace(_PROFILED, release="0.5.8", v_head_dim_in_cell=True),
     replace(_PROFILED, release="0.5.9", v_head_dim_in_cell=True),
+    #: 0.5.10: the same cell and budget (model_runner_kv_cache_mixin.py:171), the request pool
+    #: from the capacity (:840); its default fraction reserves piecewise CUDA graphs.
+    replace(
+        _PROFILED,
+        release="0.5.10",
+        fraction_rule="unread",
+        v_head_dim_in_cell=True,
+        requests_from_capacity=True,
+    ),
 )
-DEFAULT_RELEASE = RELEASES[-1].release
+#: The newest release mirrored on both budget paths (0.5.10's default fraction is not).
+DEFAULT_RELEASE = "0.5.9"
 _BY_NAME = {r.release: r for r in RELEASES}
 #: Short spellings of a read release (``0.4.6`` is the 0.4.6.post5 wheel that was read), and
 #: post releases read and found to size the pool as their base release does.
@@ -120,12 +136,9 @@ _ALIASES = {
     "0.5.6.post1": "0.5.6",
     "0.5.6.post2": "0.5.6",
     "0.5.8.post1": "0.5.8",
+    "0.5.10.post1": "0.5.10",
 }
 #: Releases read but not mirrored, and why (each is refused, naming what changed).
-_PCG = (
-    "its default mem_fraction_static reserves memory for piecewise CUDA graphs, on by default "
-    "(server_args.py disable_piecewise_cuda_graph)"
-)
 _CONFIGURATOR = (
     "it sizes the pool with pool configurators (model_executor/pool_configurator.py), not "
     "profile_max_num_token"
@@ -135,7 +148,6 @@ _KV_CONFIGURATOR = (
     "pool configurators, not profile_max_num_token"
 )
 _NOT_MIRRORED = {
-    "0.5.10": _PCG,
     **{f"0.5.{n}": _CONFIGURATOR for n in range(11, 16)},
     **{f"0.5.{n}": _KV_CONFIGURATOR for n in range(16, 24)},
 }
