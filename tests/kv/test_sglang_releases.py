@@ -23,7 +23,7 @@ QWEN3_235B = CONFIGS / "Qwen--Qwen3-235B-A22B-FP8.json"
 DEEPSEEK_V3 = CONFIGS / "deepseek-ai--DeepSeek-R1.as-DeepSeek-V3.json"
 QWEN3_NEXT = CONFIGS / "Qwen--Qwen3-Next-80B-A3B-Thinking.json"
 GiB = 2**30
-NEW = ("0.5.5", "0.5.6", "0.5.7", "0.5.8", "0.5.9", "0.5.10")
+NEW = ("0.5.5", "0.5.6", "0.5.7", "0.5.8", "0.5.9", "0.5.10", "0.5.11", "0.5.12", "0.5.13")
 
 
 def plan(path: Path, **options: Any):  # type: ignore[no-untyped-def]
@@ -93,9 +93,9 @@ def test_small_gpu_tier_graph_batch_changed_in_0_5_5() -> None:
     assert (new.value, new.cuda_graph_max_bs) == (0.847, 24)
 
 
-@pytest.mark.parametrize("release", ["0.5.11", "0.5.13", "0.5.16", "0.5.23", "0.5.15.post1"])
+@pytest.mark.parametrize("release", ["0.5.14", "0.5.15.post1", "0.5.16", "0.5.23"])
 def test_later_releases_are_refused_naming_what_changed(release: str) -> None:
-    with pytest.raises(InputError, match=r"was read but is not mirrored: (its|it sizes)"):
+    with pytest.raises(InputError, match=r"was read but is not mirrored: (from 0.5.14|it sizes)"):
         sglang_rules(release)
 
 
@@ -123,21 +123,25 @@ def test_v_head_dim_other_than_head_dim_is_refused_from_0_5_7(tmp_path: Path) ->
     assert plan(path, release="0.5.6", tp=4, memory_bytes=GiB).value("bytes_per_token") == 48_128
 
 
-def test_0_5_10_sizes_requests_from_the_capped_capacity() -> None:
+@pytest.mark.parametrize("release", ["0.5.10.post1", "0.5.11", "0.5.12", "0.5.13"])
+def test_0_5_10_sizes_requests_from_the_capped_capacity(release: str) -> None:
     # sglang 0.5.10 srt/model_executor/model_runner_kv_cache_mixin.py:171: the same rest; :826
     # capacity = min(profiled, --max-total-tokens) // page × page; :844 estimated =
     # clamp(int(capacity / context_len × 512), 2048, 4096); :849 with --max-running-requests R:
     # min(R, estimated). 10 GiB // 48,128 = 223,101 tokens, capped at 100,000: estimated =
     # max(int(100000 / 40960 × 512) = 1250, 2048) = 2048; running = min(5000, 2048) = 2048.
     # 0.5.9 (mixin :341, :348) takes R = 5000 as is: running = min(5000, 5000) = 5000.
+    # 0.5.11 – 0.5.13: the same (0.5.13 model_runner_kv_cache_mixin.py _resolve_max_num_reqs;
+    # pool_configurator.py DefaultPoolConfigurator.calculate_pool_sizes: bytes // cell, floored
+    # to the page; _apply_token_constraints caps at --max-total-tokens).
     options: dict[str, Any] = {
         "tp": 4,
         "memory_bytes": 10 * GiB,
         "max_total_tokens": 100_000,
         "max_running_requests": 5000,
     }
-    new = plan(QWEN3_235B, release="0.5.10.post1", **options)
-    assert new.release == "0.5.10"
+    new = plan(QWEN3_235B, release=release, **options)
+    assert new.release == release.split(".post")[0]
     assert new.value("pool_tokens") == 100_000
     assert new.value("max_running_requests") == 2048
     assert plan(QWEN3_235B, release="0.5.9", **options).value("max_running_requests") == 5000

@@ -114,12 +114,18 @@ RELEASES = (
     replace(_PROFILED, release="0.5.9", v_head_dim_in_cell=True),
     #: 0.5.10: the same cell and budget (model_runner_kv_cache_mixin.py:171), the request pool
     #: from the capacity (:840); its default fraction reserves piecewise CUDA graphs.
-    replace(
-        _PROFILED,
-        release="0.5.10",
-        fraction_rule="unread",
-        v_head_dim_in_cell=True,
-        requests_from_capacity=True,
+    *(
+        replace(
+            _PROFILED,
+            release=name,
+            fraction_rule="unread",
+            v_head_dim_in_cell=True,
+            requests_from_capacity=True,
+        )
+        #: 0.5.11 – 0.5.13 move the sizing into DefaultPoolConfigurator
+        #: (model_executor/pool_configurator.py: ``available_bytes // cell_size``, floored to
+        #: the page, capped and floored again) with the same budget and request pool.
+        for name in ("0.5.10", "0.5.11", "0.5.12", "0.5.13")
     ),
 )
 #: The newest release mirrored on both budget paths (0.5.10's default fraction is not).
@@ -140,15 +146,17 @@ _ALIASES = {
 }
 #: Releases read but not mirrored, and why (each is refused, naming what changed).
 _CONFIGURATOR = (
-    "it sizes the pool with pool configurators (model_executor/pool_configurator.py), not "
-    "profile_max_num_token"
+    "from 0.5.14 a --max-running-requests is capped at capacity // 2 and a budget left "
+    "non-positive by the weights stops with another error (model_executor/"
+    "model_runner_kv_cache_mixin.py _resolve_max_num_reqs, _profile_available_bytes), and "
+    "new pool configurators were added (model_executor/pool_configurator.py)"
 )
 _KV_CONFIGURATOR = (
     "it sizes the pool with KVCacheConfigurator (mem_cache/kv_cache_configurator.py) and its "
     "pool configurators, not profile_max_num_token"
 )
 _NOT_MIRRORED = {
-    **{f"0.5.{n}": _CONFIGURATOR for n in range(11, 16)},
+    **{f"0.5.{n}": _CONFIGURATOR for n in range(14, 16)},
     **{f"0.5.{n}": _KV_CONFIGURATOR for n in range(16, 24)},
 }
 
