@@ -155,3 +155,14 @@ def test_0_5_10_default_fraction_is_refused() -> None:
         plan(QWEN3_235B, release="0.5.10", tp=4, **gpu)
     given = plan(QWEN3_235B, release="0.5.10", tp=4, mem_fraction_static=0.85, **gpu)
     assert given.figures["budget_bytes"].estimate is not None
+
+
+@pytest.mark.parametrize("release", ["0.5.9", "0.5.13"])
+def test_kv_cache_quant_algo_is_still_refused(release: str, tmp_path: Path) -> None:
+    # The checkpoint's kv_cache_quant_algo picks the KV dtype with --kv-cache-dtype auto
+    # (sglang 0.5.9 srt/model_executor/model_runner.py:1672, 0.5.13 :2247): not mirrored.
+    doc = json.loads(QWEN3_235B.read_text())
+    quant = {**doc.get("quantization_config", {}), "kv_cache_quant_algo": "FP8"}
+    path = write(tmp_path, {**doc, "quantization_config": quant})
+    with pytest.raises(InputError, match="kv_cache_quant_algo"):
+        plan(path, release=release, tp=4, memory_bytes=GiB)
