@@ -2,8 +2,9 @@
 
 Mirrored (``ModelRunner.init_memory_pool`` and the scheduler's start-up, in every release
 read): ``max_total_num_tokens = rest // cell_size``; ``max_num_reqs = min(max(tokens /
-context_len × 512, 2048), 4096)`` (before page flooring); tokens floored to a multiple of
-``page_size``; ``max_running_requests = min(tokens // 2, max_num_reqs)``; the pool's buffers
+context_len × 512, 2048), 4096)`` (before page flooring; from 0.5.10 after it, and capping
+``--max-running-requests`` too); tokens floored to a multiple of ``page_size``;
+``max_running_requests = min(tokens // 2, max_num_reqs)``; the pool's buffers
 hold ``tokens + page_size`` slots (``KV Cache is allocated. #tokens: N, K size: … GB``, GB
 being GiB there). No tokens left: the engine stops with "Not enough memory".
 """
