@@ -91,7 +91,10 @@ def test_the_engine_refusing_to_start_is_exit_1() -> None:
         (["--page-size", "64"], "--page-size is a SGLang option"),
         (["--engine", "sglang", "--tokens-per-block", "64"], "--tokens-per-block is a"),
         (["--engine", "sglang", "--sweep", "memory=8GiB..16GiB"], "--sweep is a vLLM option"),
-        (["--engine", "sglang", "--sglang-version", "0.5.23"], "SGLang 0.5.23 is not mirrored"),
+        (
+            ["--engine", "sglang", "--sglang-version", "0.5.23"],
+            "SGLang 0.5.23 was read but is not mirrored",
+        ),
         (["--engine", "trtllm", "--trtllm-version", "0.12"], "TensorRT-LLM 0.12 is not"),
         (["--engine", "sglang", "--enable-prefix-caching"], "--enable-prefix-caching is a vLLM"),
         (["--engine", "trtllm", "--block-size", "32"], "--block-size is a vLLM option"),
@@ -127,7 +130,8 @@ def test_unmirrored_model_is_refused_naming_it() -> None:
 
 def test_all_engines_show_an_unplanned_engine_as_an_empty_column() -> None:
     config = str(CONFIGS / "Qwen--Qwen3-Next-80B-A3B-Thinking.json")
-    args = ("plan", config, "--engine", "all", "--memory", "10GiB")
+    # SGLang 0.5.4: the newest release whose hybrid state pool is mirrored.
+    args = ("plan", config, "--engine", "all", "--memory", "10GiB", "--sglang-version", "0.5.4")
     doc = json.loads(run(*args, "--format", "json").stdout)
     engines = {e["engine"]: e for e in doc["engines"]}
     assert engines["vllm"]["figures"] and engines["sglang"]["figures"]

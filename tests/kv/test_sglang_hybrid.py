@@ -28,6 +28,8 @@ NEMOTRON_H = CONFIGS / "nvidia--Nemotron-H-8B-Base-8K.json"
 
 
 def plan(path: Path, **options: Any):  # type: ignore[no-untyped-def]
+    # These are 0.5.3 / 0.5.4 rules; later releases' state pools are not mirrored (refused).
+    options.setdefault("release", "0.5.4")
     return plan_sglang(load_config(path), read_document(path), SglangOptions(**options))
 
 

@@ -32,8 +32,9 @@ SglangVersionOpt = Annotated[
     str | None,
     typer.Option(
         "--sglang-version",
-        help="With --engine sglang/all: the SGLang release (0.4.6, 0.4.7, 0.4.9, 0.5.3, 0.5.4; "
-        "default 0.5.4).",
+        help="With --engine sglang/all: the SGLang release (0.4.6, 0.4.7, 0.4.9, 0.5.3, 0.5.4, "
+        "0.5.5 to 0.5.13 and the .postN read; default 0.5.9; 0.5.10 on with --gpu needs "
+        "--mem-fraction-static; hybrid SWA / GDN models: 0.5.4 or older).",
     ),
 ]
 TrtllmVersionOpt = Annotated[

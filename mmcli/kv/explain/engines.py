@@ -101,16 +101,22 @@ def _running_row(log: SglangLog, running: object) -> Row:
     return _row("max_running_requests", log.max_running_requests, running, ok)
 
 
+_EXPLAIN_RELEASE = "0.5.4"
+
+
 def explain_sglang(config: ModelConfig, doc: dict[str, Any], log: SglangLog) -> EngineExplanation:
     """Reproduce an SGLang log's cell, buffer sizes and request cap from the config."""
     if any(isinstance(layer.spec, MambaSpec) for layer in config.layers):
         return _explain_hybrid(config, doc, log)
     args = log.args
     tp, page, kv_dtype = _settings(log)
-    rules = sglang_rules(None)
+    # The explanation follows the rules of 0.4.6.post5 – 0.5.4, whose sliding layers keep every
+    # token; later releases' hybrid SWA pools are not mirrored.
+    rules = sglang_rules(_EXPLAIN_RELEASE)
     cell = sglang_cell(config, doc, rules, tp=tp, kv_dtype=kv_dtype)
     tokens = log.tokens or 0
     options = SglangOptions(
+        release=_EXPLAIN_RELEASE,
         tp=tp,
         memory_bytes=tokens * cell.bytes_per_token,
         page_size=page,

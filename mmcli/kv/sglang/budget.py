@@ -43,13 +43,13 @@ def _tp_table(gpu_mib: float, parallel: int) -> float:
     return 0.88
 
 
-def _gpu_tier(gpu_mib: float, tp: int) -> tuple[int, int]:
-    """0.5.3 / 0.5.4 defaults (chunked_prefill_size, cuda_graph_max_bs) by GPU memory and tp."""
+def _gpu_tier(gpu_mib: float, tp: int, small_bs: int) -> tuple[int, int]:
+    """0.5.3 – 0.5.9 defaults (chunked_prefill_size, cuda_graph_max_bs) by GPU memory and tp."""
     gib = 1024
     if gpu_mib < 20 * gib:
         return 2048, 8
     if gpu_mib < 35 * gib:
-        return 2048, 16 if tp < 4 else 80
+        return 2048, small_bs if tp < 4 else 80
     if gpu_mib < 60 * gib:
         return 4096, 32 if tp < 4 else 160
     if gpu_mib < 160 * gib:  # the < 90 GiB (H100) and < 160 GiB (H200) tiers are equal
@@ -111,7 +111,7 @@ def default_fraction(
             value *= 0.90
             why += ", × 0.90 for a multimodal model"
         return Fraction(value, why)
-    tier_chunk, tier_bs = _gpu_tier(gpu, tp)
+    tier_chunk, tier_bs = _gpu_tier(gpu, tp, rules.small_gpu_graph_bs)
     chunk = tier_chunk if chunked_prefill_size is None else chunked_prefill_size
     graph_bs = tier_bs if cuda_graph_max_bs is None else cuda_graph_max_bs
     reserved = 512 + max(chunk, 2048) * 1.5 + graph_bs * 2 + tp / 8 * 1024

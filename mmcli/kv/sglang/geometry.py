@@ -95,14 +95,35 @@ def sglang_cell(
     dtype_bytes = _dtype_bytes(spec, doc, rules, kv_dtype)
     heads = 1 if mla else max(1, spec.num_kv_heads // tp)
     sliding = sum(1 for s in attention if s.attention in ("sliding", "chunked"))
+    if sliding and not rules.sliding_mirrored:
+        raise _refuse(
+            f"sliding-window (or chunked) layers in SGLang {rules.release}: its hybrid SWA pool "
+            "(is_hybrid_swa_model, swa_full_tokens_ratio) is not mirrored",
+            "pass --sglang-version 0.5.4, or plan it for vLLM (--engine vllm)",
+        )
+    if not mla and rules.v_head_dim_in_cell:
+        _check_v_head_dim(doc, spec.head_size, rules)
     return Cell(len(attention), heads, spec.head_size, dtype_bytes, mla, sliding)
+
+
+def _check_v_head_dim(doc: dict[str, Any], head_dim: int, rules: SglangRules) -> None:
+    """Refuse a config whose ``v_head_dim`` is not ``head_dim`` (the cell is K + V heads)."""
+    text = doc.get("text_config") if isinstance(doc.get("text_config"), dict) else doc
+    v_head_dim = text.get("v_head_dim", head_dim) if isinstance(text, dict) else head_dim
+    if v_head_dim != head_dim:
+        raise _refuse(
+            f"v_head_dim {v_head_dim} differs from head_dim {head_dim}: SGLang "
+            f"{rules.release} sizes the cell as kv_heads · (head_dim + v_head_dim), which is "
+            "not mirrored",
+            "plan it for vLLM (--engine vllm)",
+        )
 
 
 def _dtype_bytes(spec: KVCacheSpec, doc: dict[str, Any], rules: SglangRules, kv_dtype: str) -> int:
     """Bytes of one KV element: ``--kv-cache-dtype``, or the model dtype with ``auto``."""
     if kv_dtype == "auto":
         quant = doc.get("quantization_config")
-        if rules.fraction_rule == "reserve-formula" and isinstance(quant, dict):
+        if rules.fraction_rule in ("reserve-formula", "unread") and isinstance(quant, dict):
             if quant.get("kv_cache_quant_algo") is not None:
                 raise _refuse(
                     "kv_cache_quant_algo in quantization_config picks the KV dtype in this "

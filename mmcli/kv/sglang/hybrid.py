@@ -249,6 +249,13 @@ def hybrid_state(doc: dict[str, Any], rules: SglangRules, arch: str, *, tp: int)
     kind = dict(rules.hybrid_models).get(arch)
     text = doc  # the three configs SGLang serves here are text-only, no text_config
     model_type = doc.get("model_type")
+    if rules.hybrid_rule == "unread":
+        raise _refuse(
+            f"{arch or 'this architecture'} (a hybrid Mamba / GDN / linear-attention model): "
+            f"the state pool of SGLang {rules.release} is not mirrored (its sizing changed "
+            "after 0.5.4)",
+            "pass --sglang-version 0.5.4, or plan it for vLLM (--engine vllm)",
+        )
     if kind is None:
         served = ", ".join(a for a, _ in rules.hybrid_models) or "none"
         raise _refuse(

@@ -2,8 +2,9 @@
 
 Mirrored (``ModelRunner.init_memory_pool`` and the scheduler's start-up, in every release
 read): ``max_total_num_tokens = rest // cell_size``; ``max_num_reqs = min(max(tokens /
-context_len × 512, 2048), 4096)`` (before page flooring); tokens floored to a multiple of
-``page_size``; ``max_running_requests = min(tokens // 2, max_num_reqs)``; the pool's buffers
+context_len × 512, 2048), 4096)`` (before page flooring; from 0.5.10 after it, and capping
+``--max-running-requests`` too); tokens floored to a multiple of ``page_size``;
+``max_running_requests = min(tokens // 2, max_num_reqs)``; the pool's buffers
 hold ``tokens + page_size`` slots (``KV Cache is allocated. #tokens: N, K size: … GB``, GB
 being GiB there). No tokens left: the engine stops with "Not enough memory".
 """
@@ -99,6 +100,13 @@ def _budget(
             "SGLang: no KV budget: pass --memory (the pool budget), or --gpu and --weights",
             hint="e.g. --memory 16.46GiB, or --gpu H100 --weights 16GB",
         )
+    if rules.fraction_rule == "unread" and options.mem_fraction_static is None:
+        raise InputError(
+            f"SGLang {rules.release}: its default mem_fraction_static is not mirrored (it "
+            "reserves memory for piecewise CUDA graphs, on by default)",
+            hint="pass --mem-fraction-static (the server_args line of the log names it), or "
+            "--memory",
+        )
     multimodal = isinstance(doc.get("vision_config"), dict)
     fraction = default_fraction(
         rules,
@@ -178,16 +186,12 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
         )
         raw = max(0, int(left * (1 << 30) // cell.bytes_per_token))
     context, context_estimate = _context_len(config, options, doc)
-    reqs: int | None = None
-    if options.max_running_requests is not None:
-        reqs = options.max_running_requests
-    elif context is not None:
-        reqs = min(max(int(raw / context * 512), 2048), 4096)
+    tokens = raw if options.max_total_tokens is None else min(raw, options.max_total_tokens)
+    tokens = tokens // page * page
+    reqs = _request_pool(rules, options.max_running_requests, raw, tokens, context)
     if state is not None and reqs is not None:
         per = _SLOTS_PER_REQUEST_WITH_RADIX if state.radix_cache else 1
         reqs = min(reqs, slots // per)
-    tokens = raw if options.max_total_tokens is None else min(raw, options.max_total_tokens)
-    tokens = tokens // page * page
     notes: list[str] = []
     note = sliding_note(doc, rules, cell.sliding_as_full)
     if note:
@@ -245,6 +249,22 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
             pool_slots = slots if rules.hybrid_rule == "ratio" else reqs
             result.log_lines.insert(0, _state_line(state, rules, pool_slots))
     return result
+
+
+def _request_pool(
+    rules: SglangRules, user: int | None, raw: int, tokens: int, context: int | None
+) -> int | None:
+    """The request pool's size (None: it needs the context length)."""
+    if rules.requests_from_capacity:
+        # 0.5.10 _resolve_max_num_reqs: from the floored, capped capacity; caps the user's too.
+        if context is None:
+            return None
+        return min(max(int(tokens / context * 512), 2048), 4096)
+    if user is not None:
+        return user
+    if context is None:
+        return None
+    return min(max(int(raw / context * 512), 2048), 4096)
 
 
 def _state_line(state: HybridState, rules: SglangRules, slots: int | None) -> str:

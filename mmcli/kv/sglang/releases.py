@@ -8,17 +8,20 @@ refused rather than planned with another release's rules.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from mmcli.errors import InputError
 
 #: How a release picks ``mem_fraction_static`` when it is not given.
-FractionRule = Literal["tp-table", "tp-table-b200", "reserve-by-gpu", "reserve-formula"]
+#: "unread": the default was not mirrored (0.5.10: a piecewise-CUDA-graph reserve), so a
+#: budget from --gpu needs --mem-fraction-static.
+FractionRule = Literal["tp-table", "tp-table-b200", "reserve-by-gpu", "reserve-formula", "unread"]
 #: How a release sizes the state pool of a hybrid GDN / Mamba model: "none" (no such model),
 #: "fixed" (0.5.3: 512 slots, or --max-running-requests), "ratio" (0.5.4: a share
-#: ``mamba_full_memory_ratio`` of the budget while the radix cache is on; fixed while it is off).
-HybridRule = Literal["none", "fixed", "ratio"]
+#: ``mamba_full_memory_ratio`` of the budget while the radix cache is on; fixed while it is off),
+#: "unread" (the release serves such models, but its state pool was not mirrored: refused).
+HybridRule = Literal["none", "fixed", "ratio", "unread"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,18 @@ class SglangRules:
     #: Hybrid GDN / Mamba models the release serves: (architecture, model_type of the config
     #: class SGLang registers for it).
     hybrid_models: tuple[tuple[str, str], ...] = ()
+    #: ``cuda_graph_max_bs`` of the < 35 GiB GPU tier at tp < 4 (16 up to 0.5.4, 24 from 0.5.5).
+    small_gpu_graph_bs: int = 16
+    #: Whether models with sliding (or chunked) layers are mirrored: False where the release's
+    #: hybrid sliding-window pool was not mirrored (they are refused, naming the release).
+    sliding_mirrored: bool = True
+    #: Whether the MHA cell is ``kv_heads · (head_dim + v_head_dim)`` (0.5.7 on) rather than
+    #: ``kv_heads · head_dim · 2``; a config whose ``v_head_dim`` differs is refused there.
+    v_head_dim_in_cell: bool = False
+    #: Whether the request pool is estimated from the page-floored, --max-total-tokens-capped
+    #: capacity and caps --max-running-requests too (0.5.10 ``_resolve_max_num_reqs``), rather
+    #: than from the profiled tokens, with --max-running-requests taken as is.
+    requests_from_capacity: bool = False
 
 
 _GEMMA_OFF = (
@@ -77,10 +92,73 @@ RELEASES: tuple[SglangRules, ...] = (
         _HYBRID_054,
     ),
 )
-DEFAULT_RELEASE = RELEASES[-1].release
+
+#: 0.5.5 – 0.5.9 size a dense / MLA pool as 0.5.4 does (``profile_max_num_token``, model_runner.py
+#: in 0.5.5 / 0.5.6, model_executor/model_runner_kv_cache_mixin.py from 0.5.7); the default
+#: fraction differs only in the < 35 GiB tier (server_args.py ``_handle_gpu_memory_settings``).
+#: Their hybrid sliding-window and GDN / Mamba pools changed and were not mirrored.
+_PROFILED = replace(
+    RELEASES[-1],
+    swa_disabled_for=(),
+    hybrid_rule="unread",
+    hybrid_models=(),
+    small_gpu_graph_bs=24,
+    sliding_mirrored=False,
+)
+RELEASES = (
+    *RELEASES,
+    replace(_PROFILED, release="0.5.5"),
+    replace(_PROFILED, release="0.5.6"),
+    replace(_PROFILED, release="0.5.7", v_head_dim_in_cell=True),
+    replace(_PROFILED, release="0.5.8", v_head_dim_in_cell=True),
+    replace(_PROFILED, release="0.5.9", v_head_dim_in_cell=True),
+    #: 0.5.10: the same cell and budget (model_runner_kv_cache_mixin.py:171), the request pool
+    #: from the capacity (:840); its default fraction reserves piecewise CUDA graphs.
+    *(
+        replace(
+            _PROFILED,
+            release=name,
+            fraction_rule="unread",
+            v_head_dim_in_cell=True,
+            requests_from_capacity=True,
+        )
+        #: 0.5.11 – 0.5.13 move the sizing into DefaultPoolConfigurator
+        #: (model_executor/pool_configurator.py: ``available_bytes // cell_size``, floored to
+        #: the page, capped and floored again) with the same budget and request pool.
+        for name in ("0.5.10", "0.5.11", "0.5.12", "0.5.13")
+    ),
+)
+#: The newest release mirrored on both budget paths (0.5.10's default fraction is not).
+DEFAULT_RELEASE = "0.5.9"
 _BY_NAME = {r.release: r for r in RELEASES}
-#: Short spellings of a read release (``0.4.6`` is the 0.4.6.post5 wheel that was read).
-_ALIASES = {"0.4.6": "0.4.6.post5", "0.4.9": "0.4.9.post2"}
+#: Short spellings of a read release (``0.4.6`` is the 0.4.6.post5 wheel that was read), and
+#: post releases read and found to size the pool as their base release does.
+_ALIASES = {
+    "0.4.6": "0.4.6.post5",
+    "0.4.9": "0.4.9.post2",
+    "0.5.5.post1": "0.5.5",
+    "0.5.5.post2": "0.5.5",
+    "0.5.5.post3": "0.5.5",
+    "0.5.6.post1": "0.5.6",
+    "0.5.6.post2": "0.5.6",
+    "0.5.8.post1": "0.5.8",
+    "0.5.10.post1": "0.5.10",
+}
+#: Releases read but not mirrored, and why (each is refused, naming what changed).
+_CONFIGURATOR = (
+    "from 0.5.14 a --max-running-requests is capped at capacity // 2 and a budget left "
+    "non-positive by the weights stops with another error (model_executor/"
+    "model_runner_kv_cache_mixin.py _resolve_max_num_reqs, _profile_available_bytes), and "
+    "new pool configurators were added (model_executor/pool_configurator.py)"
+)
+_KV_CONFIGURATOR = (
+    "it sizes the pool with KVCacheConfigurator (mem_cache/kv_cache_configurator.py) and its "
+    "pool configurators, not profile_max_num_token"
+)
+_NOT_MIRRORED = {
+    **{f"0.5.{n}": _CONFIGURATOR for n in range(14, 16)},
+    **{f"0.5.{n}": _KV_CONFIGURATOR for n in range(16, 24)},
+}
 
 
 def sglang_rules(release: str | None) -> SglangRules:
@@ -89,6 +167,13 @@ def sglang_rules(release: str | None) -> SglangRules:
         return _BY_NAME[DEFAULT_RELEASE]
     name = release.strip().lstrip("v")
     found = _BY_NAME.get(_ALIASES.get(name, name))
+    base = name.split(".post")[0]
+    if found is None and base in _NOT_MIRRORED:
+        raise InputError(
+            f"--sglang-version {release}: SGLang {base} was read but is not mirrored: "
+            f"{_NOT_MIRRORED[base]}",
+            hint=f"use one of the releases mirrored: {', '.join(r.release for r in RELEASES)}",
+        )
     if found is None:
         read = ", ".join(r.release for r in RELEASES)
         raise InputError(
