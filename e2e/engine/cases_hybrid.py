@@ -256,4 +256,20 @@ def hybrid_cases() -> list[dict[str, Any]]:
         ),
         case("gemma3n", "Gemma 3n: the last 2 layers share the cache", GEMMA3N),
         case("gemma4", "Gemma 4: global_head_dim, the last 2 layers share", GEMMA4),
+        case(
+            "gemma4-last-sliding",
+            "Gemma 4 whose layer_types end sliding: transformers makes the last layer full",
+            {
+                **GEMMA4,
+                "layer_types": ["sliding_attention"] * 2
+                + ["full_attention"]
+                + ["sliding_attention"] * 3,
+            },
+        ),
+        case(
+            "qwen3.5-mtp-1",
+            "Qwen3.5 with its MTP layer (mtp_num_hidden_layers 1), 1 speculative token",
+            {**QWEN3_5, "mtp_num_hidden_layers": 1},
+            speculative_config={"method": "mtp", "num_speculative_tokens": 1},
+        ),
     ]
