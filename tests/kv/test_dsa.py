@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kv_plan import plan_json
+from kv_plan import cli_plan_json, plan_json
 from typer.testing import CliRunner
 
 from mmcli.cli.main import app
@@ -378,8 +378,8 @@ def test_an_mla_map_is_planned_and_emitted(tmp_path: Path) -> None:
     path = write(tmp_path, tiny())
     mapping = {"model.layers.3.self_attn.attn": "model.layers.1.self_attn.attn"}
     out = tmp_path / "emitted.json"
-    doc = plan_json(path, "--max-model-len", "4096", "--map", write(tmp_path, mapping, "m.json"),
-                    "--emit-map", str(out))  # fmt: skip
+    map_path = write(tmp_path, mapping, "m.json")
+    doc = cli_plan_json(path, "--max-model-len", "4096", "--map", map_path, "--emit-map", str(out))
     assert json.loads(out.read_text()) == mapping
     assert doc["memory"]["bytes_per_token"] == {
         "with_sharing": 4 * INDEXER + 3 * MLA_BF16,

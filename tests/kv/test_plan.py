@@ -18,7 +18,7 @@ from mmcli.kv.options import PlanOptions
 from mmcli.kv.plan import KVPlan, plan_kv_cache
 from mmcli.kv.releases import rules_for
 from mmcli.kv.spec import FullAttentionSpec, Layer, SlidingWindowSpec
-from tests.kv_plan import plan_json
+from tests.kv_plan import cli_plan_json
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -435,7 +435,7 @@ def test_a_plans_json_is_plain_json_and_the_commands(sample: Path) -> None:
 
     plan = plan_kv_cache(load_config(sample), PlanOptions(memory_bytes=20 * 2**30))
     doc = json.loads(json.dumps(plan.to_json()))
-    printed = plan_json(str(sample), "--memory", "20GiB", code=doc["exit_code"])
+    printed = cli_plan_json(str(sample), "--memory", "20GiB", code=doc["exit_code"])
     for key in ("model_source", "aliasing_verified"):
         printed.pop(key, None)
         doc.pop(key, None)
