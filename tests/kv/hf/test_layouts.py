@@ -37,8 +37,11 @@ def kinds(config: ModelConfig) -> Counter[str]:
 
 
 def indices(config: ModelConfig, attention: str) -> list[int]:
+    """Decoder indices (``…layers.{i}.…``, under a multimodal wrapper's ``language_model.`` too)."""
     return [
-        int(layer.name.split(".")[2]) for layer in config.layers if layer.attention == attention
+        int(layer.name.removeprefix("language_model.").split(".")[2])
+        for layer in config.layers
+        if layer.attention == attention
     ]
 
 
@@ -78,7 +81,7 @@ def test_qwen3_next_80b_is_12_full_and_36_gdn() -> None:
     # conv (2·16·128 + 32·128 = 8192, 3) bf16 + recurrent (32, 128, 128) bf16
     assert state.state_bytes == 8192 * 3 * 2 + 32 * 128 * 128 * 2 == 1_097_728
     assert state.ssm_dtype == "bfloat16" and config.ssm_dtype_by_release == ()
-    assert config.layers[0].name == "model.layers.0.linear_attention"
+    assert config.layers[0].name == "model.layers.0.linear_attn"  # as vLLM names it
 
 
 def test_jamba_15_mini_attention_at_4_12_20_28() -> None:
@@ -90,7 +93,8 @@ def test_jamba_15_mini_attention_at_4_12_20_28() -> None:
     assert isinstance(state, MambaSpec) and state.kind == "mamba1"
     assert (state.intermediate, state.state_size, state.conv_kernel) == (8192, 16, 4)
     assert state.state_bytes == 8192 * 3 * 2 + 8192 * 16 * 2 == 311_296
-    assert config.layers[0].name == "model.layers.0.mamba"
+    assert config.layers[0].name == "model.layers.0.mixer"  # as vLLM names it
+    assert config.layers[4].name == "model.layers.4.attn"
 
 
 def test_nemotron_h_8b_is_4_attention_24_mamba2_24_mlp() -> None:
