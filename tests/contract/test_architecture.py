@@ -1,5 +1,6 @@
 """The package's shape, checked from the source: no import cycles, dependencies point down;
-and no import cycle among the scripts of ``e2e/`` either.
+no import cycle among the scripts of ``e2e/`` or the modules of ``benchmarks/gpucheck/``
+either; and no module over 400 lines, in ``mmcli/`` or under ``benchmarks/``.
 
 The import graph is computed with ``ast`` from every ``import`` in ``mmcli/`` — module level
 and inside functions alike (a lazy import is still a dependency) — except those under
@@ -189,10 +190,10 @@ def test_cycle_finder_finds_a_cycle() -> None:
         GRAPH.update(saved)
 
 
-# -- the scripts outside the package: e2e/ and e2e/engine/ --------------------------------
+# -- the scripts outside the package: e2e/, e2e/engine/ and benchmarks/gpucheck/ ----------
 #: Folders of scripts that import their sibling modules by bare name (the folder on
-#: sys.path), as run_engine.py imports the case tables.
-SCRIPT_FOLDERS = ("e2e", "e2e/engine")
+#: sys.path), as run_engine.py imports the case tables; or, in a package, relatively.
+SCRIPT_FOLDERS = ("e2e", "e2e/engine", "benchmarks/gpucheck")
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -206,8 +207,11 @@ def sibling_graph(folder: Path) -> dict[str, set[str]]:
         for node in _runtime_nodes(tree):
             if isinstance(node, ast.Import):
                 found.update(a.name for a in node.names if a.name in names)
-            elif isinstance(node, ast.ImportFrom) and not node.level and node.module in names:
-                found.add(node.module)
+            elif isinstance(node, ast.ImportFrom) and node.level <= 1:
+                if node.module in names:  # import x / from .x import y
+                    found.add(node.module)
+                elif node.level and node.module is None:  # from . import x
+                    found.update(a.name for a in node.names if a.name in names)
         graph[name] = found - {name}
     return graph
 
@@ -218,6 +222,10 @@ def test_the_script_graph_sees_the_case_tables() -> None:
     assert "cases" in graph["run_engine"]
     assert "cases_hybrid" in graph["cases"] and "cases_more" in graph["cases"]
     assert graph["cases_hybrid"] and graph["cases_more"]
+    # The GPU check's package imports relatively: its entry module reaches the steps.
+    graph = sibling_graph(REPO / "benchmarks" / "gpucheck")
+    assert {"steps", "targets", "plumbing"} <= graph["cli"]
+    assert "process" in graph["harness"]
 
 
 @pytest.mark.parametrize("folder", SCRIPT_FOLDERS)
@@ -243,6 +251,24 @@ def test_dependencies_point_down(room: str) -> None:
 @pytest.mark.parametrize("name", sorted(MODULES))
 def test_module_size(name: str) -> None:
     lines = len(MODULES[name].read_text(encoding="utf-8").splitlines())
+    assert lines <= MAX_LINES, f"{name} has {lines} lines: what second job did it take on?"
+
+
+#: Every Python file under benchmarks/ (scripts and the GPU check's package) is held to the
+#: package's limit as well.
+BENCHMARK_FILES = sorted((REPO / "benchmarks").rglob("*.py"))
+
+
+def test_benchmark_files_are_seen() -> None:
+    # The walk must find the scripts and the package, or the size check passes vacuously.
+    names = {p.relative_to(REPO).as_posix() for p in BENCHMARK_FILES}
+    assert {"benchmarks/gpu_check.py", "benchmarks/gpucheck/cli.py"} <= names
+
+
+@pytest.mark.parametrize("path", BENCHMARK_FILES, ids=lambda p: p.relative_to(REPO).as_posix())
+def test_benchmark_module_size(path: Path) -> None:
+    lines = len(path.read_text(encoding="utf-8").splitlines())
+    name = path.relative_to(REPO).as_posix()
     assert lines <= MAX_LINES, f"{name} has {lines} lines: what second job did it take on?"
 
 
