@@ -19,7 +19,9 @@ class SequenceContext:
     ``placeholder_positions``: where the prompt holds a placeholder token (from its token ids
     and ``placeholder_token_ids``, or recorded directly). ``placeholder_ranges``: each item's
     ``(offset, length)``. ``row_width``: the expected row width when it is not the hidden
-    size. ``return_type``: what the encoder returned instead of tensors.
+    size. ``return_type``: what the encoder returned instead of tensors. ``ids_dtype``: the
+    prompt's integer type with its largest value, when a placeholder token id is beyond it
+    (no such id can occur in that prompt).
     """
 
     placeholder_positions: tuple[int, ...] | None = None
@@ -31,6 +33,7 @@ class SequenceContext:
     tp_rank: int | None = None
     return_type: str | None = None
     engine_error: str | None = None
+    ids_dtype: tuple[str, int] | None = None
 
     @property
     def num_placeholders(self) -> int | None:
@@ -53,8 +56,27 @@ def placeholder_positions(
         return None
     ids = input_ids if isinstance(input_ids, torch.Tensor) else torch.tensor(list(input_ids))
     ids = ids.reshape(-1).to("cpu")
-    hit = torch.isin(ids, torch.tensor(list(token_ids), dtype=ids.dtype))
+    # An id beyond the prompt's own integer type cannot occur in it (nor be made its dtype).
+    limits = _limits(ids.dtype)
+    held = [t for t in token_ids if limits is None or limits[0] <= t <= limits[1]]
+    hit = torch.isin(ids, torch.tensor(held, dtype=ids.dtype))
     return tuple(int(i) for i in hit.nonzero().flatten().tolist())
+
+
+def _limits(dtype: torch.dtype) -> tuple[int, int] | None:
+    if dtype.is_floating_point or dtype.is_complex or dtype == torch.bool:
+        return None
+    info = torch.iinfo(dtype)
+    return info.min, info.max
+
+
+def _ids_dtype(input_ids: object, token_ids: Sequence[int]) -> tuple[str, int] | None:
+    """The prompt tensor's dtype and largest value, when a token id is beyond its range."""
+    if not isinstance(input_ids, torch.Tensor) or (limits := _limits(input_ids.dtype)) is None:
+        return None
+    if all(limits[0] <= t <= limits[1] for t in token_ids):
+        return None
+    return str(input_ids.dtype).removeprefix("torch."), limits[1]
 
 
 def make_context(
@@ -97,4 +119,5 @@ def make_context(
         tp_rank=tp_rank,
         return_type=return_type,
         engine_error=engine_error,
+        ids_dtype=None if placeholder_positions_ is not None else _ids_dtype(input_ids, tokens),
     )

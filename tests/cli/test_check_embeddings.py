@@ -533,3 +533,24 @@ def test_ten_thousand_files_do_not_leak_descriptors(tmp_path: Path) -> None:
         check_file(path, device=torch.device("cpu"))
     after = len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else 0
     assert after <= before + 2
+
+
+def test_a_token_id_beyond_the_prompts_int_type_is_a_finding(tmp_path: Path) -> None:
+    # Before: int32 could not hold the id when it was made a tensor (exit 3, internal error).
+    path = tmp_path / "i32.safetensors"
+    prompt = torch.tensor([1, 2, 7, 7, 7, 7, 3], dtype=torch.int32)
+    dump_encoder_outputs(path, [rand(4, H)], input_ids=prompt, placeholder_token_ids=[7])
+    # The project's writer stores int64; narrow input_ids as an int32 capture would store it.
+    header_len = struct.unpack("<Q", path.read_bytes()[:8])[0]
+    header = json.loads(path.read_bytes()[8 : 8 + header_len])
+    meta = {**header["__metadata__"], "placeholder_token_ids": "3000000000"}
+    tensors = {"mm_embeddings.0": rand(4, H), "input_ids": prompt}
+    save_file(tensors, str(path), metadata=meta)
+    result = run(str(path))
+    assert result.exit_code == 1, result.stdout + result.stderr
+    assert "no-placeholder" in result.stdout
+    assert "3000000000 cannot occur in the int32 input_ids" in result.stdout
+    assert "2,147,483,647" in result.stdout
+    # An id int32 holds is still found: the same prompt with id 7 passes.
+    save_file(tensors, str(path), metadata={**meta, "placeholder_token_ids": "7"})
+    assert run(str(path)).exit_code == 0

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
 from mmcli.cli.main import app
@@ -146,3 +147,44 @@ def test_crafted_lines_cost_linear_work(tmp_path: Path) -> None:
         [*command, str(CONFIG)], capture_output=True, text=True, timeout=60, cwd=ROOT
     )
     assert done.returncode in (0, 1), done.stderr
+
+
+_HUGE_TOKENS = "9" * 5000
+_HUGE_CONCURRENCY = "9" * 400
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "line", "shown", "words"),
+    [
+        ("1.30x", "1..3x", 3, "'1..3x'", "not a well-formed number"),
+        ("1.30x", "infx", 3, "'infx'", "not a well-formed number"),
+        ("1.30x", "nanx", 3, "'nanx'", "not a well-formed number"),
+        ("1.30x", "1.30", 3, "'1.30'", "not a well-formed number"),
+        ("1.30x", f"{_HUGE_CONCURRENCY}x", 3, "characters left out", "larger than any engine"),
+        ("1.30x", "1000000000.01x", 3, "'1000000000.01x'", "at most 1,000,000,000"),
+        ("32,768 tokens per", "1e9 tokens per", 3, "'1e9'", "not a well-formed number"),
+        ("42,656 tokens", f"{_HUGE_TOKENS} tokens", 2, "characters left out", "larger than"),
+        ("42,656 tokens", "9007199254740993 tokens", 2, "'9007199254740993'", "9,007,199"),
+        ("42,656 tokens", "42,65,6 tokens", 2, "'42,65,6'", "not a well-formed number"),
+        ("42,656 tokens", "-42656 tokens", 2, "'-42656'", "not a well-formed number"),
+    ],
+)
+def test_a_figure_no_engine_prints_is_refused_naming_its_line(
+    tmp_path: Path, old: str, new: str, line: int, shown: str, words: str
+) -> None:
+    # Before: the line was passed over and the rest of the log explained (exit 0).
+    log = tmp_path / "hostile.log"
+    text = LOG.read_text(encoding="utf-8")
+    assert old in text
+    log.write_text(text.replace(old, new), encoding="utf-8")
+    result = explain(str(log), "--config", str(CONFIG))
+    _refused(result, f"line {line}:", shown, words)
+    assert len(result.stderr.splitlines()[0]) < 300
+
+
+def test_a_block_count_beyond_any_engine_is_refused(tmp_path: Path) -> None:
+    # Before: a generic "number too large" error that named no line.
+    log = tmp_path / "blocks.log"
+    text = LOG.read_text(encoding="utf-8")
+    log.write_text(f"INFO 10-03 16:22:17 # GPU blocks: {'7' * 5000}\n{text}", encoding="utf-8")
+    _refused(explain(str(log), "--config", str(CONFIG)), "line 1:", "GPU blocks", "larger than")

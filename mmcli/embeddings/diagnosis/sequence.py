@@ -159,7 +159,14 @@ def _missing_items(items: Sequence[ItemRows], empty: list[tuple[int, int]], toke
 
 def _tokens(context: SequenceContext) -> str:
     ids = context.placeholder_token_ids
-    return f" (id {', '.join(str(t) for t in ids)})" if ids else ""
+    if not ids:
+        return ""
+    beyond = ""
+    if context.ids_dtype is not None:
+        name, largest = context.ids_dtype
+        big = ", ".join(str(t) for t in ids if t > largest)
+        beyond = f"; {big} cannot occur in the {name} input_ids, whose ids are at most {largest:,}"
+    return f" (id {', '.join(str(t) for t in ids)}{beyond})"
 
 
 def _positions(positions: Sequence[int], limit: int = 6) -> str:

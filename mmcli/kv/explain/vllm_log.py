@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from mmcli.errors import InputError
+from mmcli.kv.explain.log_figures import check_figures
 from mmcli.kv.inputs.readers import read_head
 from mmcli.text import printable
 
@@ -217,15 +218,20 @@ def _args_from(items: list[tuple[str, str]], args: dict[str, Value], *, override
     return found
 
 
-def parse_vllm_log(text: str) -> VllmLog:
-    """Everything :class:`VllmLog` holds that the text says; the first report wins."""
+def parse_vllm_log(text: str, name: str = "the log") -> VllmLog:
+    """Everything :class:`VllmLog` holds that the text says; the first report wins.
+
+    A KV line whose figure is malformed or beyond any engine is refused (:class:`InputError`
+    naming ``name`` and the line number), never passed over.
+    """
     log = VllmLog(bytes_read=len(text.encode("utf-8", "replace")))
-    for raw_line in text.splitlines():
+    for number, raw_line in enumerate(text.splitlines(), start=1):
         if len(raw_line) > MAX_LINE:
             continue
         line = _ANSI.sub("", raw_line)
         if not line.strip():
             continue
+        check_figures(line, number, name)
         if _parse_line(line, log):
             log.lines_used += 1
     if log.model is None:
@@ -326,7 +332,7 @@ def vllm_log_of(head: bytes, truncated: bool, name: str) -> VllmLog:
     path = printable(name)
     if truncated:  # do not parse half a line
         head = head[: head.rfind(b"\n") + 1] or head
-    log = parse_vllm_log(head.decode("utf-8", errors="replace"))
+    log = parse_vllm_log(head.decode("utf-8", errors="replace"), path)
     log.bytes_read = len(head)
     log.truncated = truncated
     if not log.has_kv_report():

@@ -11,6 +11,7 @@ error becomes one :class:`InputError` with a hint.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import re
 import warnings
@@ -160,6 +161,7 @@ def _call(repo: str, revision: str | None, do: Callable[[], T], filename: str = 
         OfflineModeIsEnabled,
         RepositoryNotFoundError,
         RevisionNotFoundError,
+        SafetensorsParsingError,
     )
 
     at = f" at revision {printable(revision)}" if revision else ""
@@ -193,6 +195,12 @@ def _call(repo: str, revision: str | None, do: Callable[[], T], filename: str = 
         raise _unreachable(what) from None
     except EntryNotFoundError:
         raise
+    except (SafetensorsParsingError, json.JSONDecodeError) as exc:
+        what = f"{filename} of {repo}{at}" if filename else f"the file list of {repo}{at}"
+        raise InputError(
+            f"the Hub's answer for {what} is malformed: {printable(str(exc), 160)}",
+            hint=f"check {constants.ENDPOINT} (HF_ENDPOINT): it answered, but not as the Hub does",
+        ) from None
     except HFValidationError as exc:
         raise InputError(
             f"{printable(repo)} is not a valid Hub repo id or revision: {exc}",

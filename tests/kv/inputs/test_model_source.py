@@ -262,3 +262,12 @@ def test_explain_takes_a_model(hub: Hub, tmp_path: Path) -> None:
     proc = mmcli(hub, tmp_path, "explain", str(logs[0]), "--model", "meta/nope")
     error, _ = refused(proc)
     assert "no Hub repo meta/nope" in error
+
+
+def test_a_malformed_safetensors_answer_is_bad_input(hub: Hub, tmp_path: Path) -> None:
+    # Before: an HTML page where the header was expected was an internal error (exit 3).
+    config = json.dumps(TINY).encode()
+    hub.add("acme/html", {"config.json": config, "model.safetensors": b"<html>busy</html>"})
+    error, hint = refused(mmcli(hub, tmp_path, "plan", "acme/html", "--gpu", "H100"))
+    assert "the Hub's answer for model.safetensors of acme/html is malformed" in error
+    assert "header" in error and "HF_ENDPOINT" in hint
