@@ -21,9 +21,10 @@ registers (vLLM 0.20.0):
 The engine groups these by spec (``group_and_unify_kv_cache_specs``), pads each sliding group's
 pages to the nearest full-MLA page size and lays all groups out in shared "layer tuples"
 (``_get_kv_cache_groups_uniform_groups`` and ``_get_kv_cache_config_deepseek_v4`` in
-``v1/core/kv_cache_utils.py``); later releases change the alignment (512 without the
-``fp8_ds_mla`` layout from 0.26) and the sliding spec (0.30). None of that is mirrored yet, so a
-DeepSeek-V4 config is refused, naming the caches it would get.
+``v1/core/kv_cache_utils.py``, 0.20–0.25; restructured from 0.26). Later releases change the
+alignment (512 without the ``fp8_ds_mla`` layout from 0.25), the indexer row (68 bytes with an
+MXFP4 indexer cache from 0.27) and the specs (``state_content_bytes`` from 0.28). None of that
+is mirrored yet, so a DeepSeek-V4 config is refused, naming the caches it would get.
 """
 
 from __future__ import annotations
