@@ -180,11 +180,13 @@ LAST_SERVED: Final[dict[str, str]] = {
 #: Architectures a vLLM release older than the first that serves them does not start, with
 #: that release (``model_executor/models/registry.py`` of each release: Qwen3NextForCausalLM
 #: from 0.10.2, DeepseekV32ForCausalLM from 0.11.0, GlmMoeDsaForCausalLM from 0.16.0,
+#: DeepseekV4ForCausalLM from 0.20.0,
 #: Qwen3_5(Moe)ForConditionalGeneration from 0.17.0, Qwen3_5(Moe)ForCausalLM from 0.27.0).
 FIRST_SERVED: Final[dict[str, str]] = {
     "Qwen3NextForCausalLM": "0.10.2",
     "DeepseekV32ForCausalLM": "0.11",
     "GlmMoeDsaForCausalLM": "0.16",
+    "DeepseekV4ForCausalLM": "0.20",
     "Qwen3_5ForConditionalGeneration": "0.17",
     "Qwen3_5MoeForConditionalGeneration": "0.17",
     "Qwen3_5ForCausalLM": "0.27",

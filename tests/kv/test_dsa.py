@@ -315,7 +315,7 @@ def test_deepseek_v4_is_refused_by_name(tmp_path: Path, overrides: dict[str, Any
     doc = tiny(**overrides, compress_ratios=[0, 0, 4, 128], o_lora_rank=1024)
     err = refused(write(tmp_path, doc), "--max-model-len", "4096")
     assert err.startswith("error: ") and "config.json: DeepSeek-V4 (" in err
-    assert "compressed sparse attention" in err and "not planned yet" in err
+    assert "vLLM serves it from 0.20.0" in err and "not planned yet" in err
 
 
 def test_index_topk_on_another_model_type_stays_refused() -> None:

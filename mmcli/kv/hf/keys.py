@@ -13,7 +13,7 @@ from typing import Any
 from mmcli.errors import InputError
 from mmcli.kv.hf.context import LENGTH_KEYS
 from mmcli.kv.hf.dsa import dsa_model
-from mmcli.kv.model import architecture
+from mmcli.kv.hf.dsv4 import refuse_deepseek_v4
 
 #: The keys of a sparse-attention indexer, read (not refused) on the DSA models mmcli plans.
 _DSA_KEYS = frozenset({"index_topk", "index_head_dim"})
@@ -253,15 +253,7 @@ def refuse_unmodelled(doc: dict[str, Any], text: dict[str, Any], where: str) -> 
             "is no engine KV cache to plan",
             hint="plan a model that vLLM v1 serves",
         )
-    if model_type.startswith("deepseek_v4") or architecture(doc).startswith("DeepseekV4"):
-        raise InputError(
-            f"{where}: DeepSeek-V4 ({model_type or architecture(doc)}): its compressed sparse "
-            "attention (a sliding-window cache, compressed caches and their indexers, vLLM 0.20 "
-            "and newer) is not planned yet; mmcli plans the sparse attention of DeepSeek V3.2 "
-            "and GLM-5",
-            hint="describe the layers in an mmcli layer config (docs/kv-configs.md) to plan it "
-            "anyway",
-        )
+    refuse_deepseek_v4(doc, text, where)
     planned = dsa_model(doc, text) is not None  # its indexer keys are read, not refused
     quant = doc.get("quantization_config")
     sources = [text] if text is doc else [text, doc]
