@@ -35,9 +35,21 @@ def main() -> NoReturn:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         _say("error: interrupted\n")
         code = EXIT_INTERRUPTED
+        _interrupted_document()
     # From here on a Ctrl-C would only turn the exit (torch's handlers at exit) into a traceback.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sys.exit(code)
+
+
+def _interrupted_document() -> None:
+    """With ``--format json``, the error document for a Ctrl-C that came before the CLI had
+    loaded (the boundary's own reporting was not there yet to print it)."""
+    try:
+        from mmcli.cli._json_error import json_requested, write_error_document
+    except Exception:  # the interrupt broke that import too: the exit code still says it
+        return
+    if json_requested(sys.argv[1:]):
+        write_error_document("interrupted", None, EXIT_INTERRUPTED)
 
 
 def _say(text: str) -> None:

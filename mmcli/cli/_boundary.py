@@ -1,4 +1,9 @@
-"""The one place where exceptions become ``error:``/``hint:`` lines and exit codes."""
+"""The one place where exceptions become ``error:``/``hint:`` lines and exit codes.
+
+With ``--format json`` a failure is also one JSON document on stdout (see
+:mod:`mmcli.cli._json_error`): :func:`fail` prints both, for every exit code but 0 and 1,
+whose documents are the commands' own.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +12,16 @@ import functools
 import json
 import os
 import sys
-from collections.abc import Callable
+import typing
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from types import TracebackType
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 import typer
 
+from mmcli.cli._json_error import json_requested, write_error_document
+from mmcli.cli._output import OutputFormat, document_begun
 from mmcli.errors import EXIT_INTERNAL, MmcliError
 from mmcli.text import printable
 
@@ -59,6 +68,75 @@ def report(message: str, hint: str | None = None) -> None:
         pass
 
 
+@dataclass
+class _Run:
+    """The command body now running, as its options were parsed: whether it prints JSON,
+    and what its input is called. Empty until a body starts (an option-parsing error)."""
+
+    as_json: bool | None = None
+    command: Callable[..., Any] | None = None
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+
+_run = _Run()
+
+
+def begin_run() -> None:
+    """Forget the previous run (a new command line is about to be parsed)."""
+    global _run
+    _run = _Run()
+    document_begun(reset=True)
+
+
+def fail(
+    message: str,
+    hint: str | None,
+    exit_code: int,
+    *,
+    argv: Sequence[str] | None = None,
+    input_name: str | None = None,
+) -> None:
+    """Report a run that could not finish: the ``error:``/``hint:`` lines on stderr and, when
+    JSON was asked for and no document was begun, the error document on stdout.
+
+    Whether JSON was asked for comes from the parsed ``--format`` once a command body has
+    started, else from the command line (``argv``, ``sys.argv`` by default).
+    """
+    report(message, hint)
+    as_json = _run.as_json
+    if as_json is None:
+        as_json = json_requested(sys.argv[1:] if argv is None else argv)
+    if not as_json or document_begun():
+        return
+    if input_name is None and _run.command is not None:
+        input_name = _input_name(_run.command, _run.arguments)
+    write_error_document(
+        _one_line(message),
+        _one_line(hint) if hint else None,
+        exit_code,
+        None if input_name is None else _one_line(input_name),
+    )
+
+
+def _input_name(command: Callable[..., Any], arguments: dict[str, Any]) -> str | None:
+    """The command's input as given (its positional arguments) when there is exactly one."""
+    try:
+        hints = typing.get_type_hints(command, include_extras=True)
+    except Exception:  # an annotation that does not resolve: no name, not a second failure
+        return None
+    names: list[str] = []
+    for name, hint in hints.items():
+        metadata = getattr(hint, "__metadata__", ())
+        if name not in arguments or not any(
+            isinstance(m, typer.models.ArgumentInfo) for m in metadata
+        ):
+            continue
+        value = arguments[name]
+        values = value if isinstance(value, list | tuple) else [value]
+        names += [os.fsdecode(v) if isinstance(v, os.PathLike) else str(v) for v in values]
+    return names[0] if len(names) == 1 else None
+
+
 #: Errors that only writing can cause.
 _WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS})
 
@@ -102,6 +180,15 @@ def _os_error(exc: OSError) -> MmcliError | None:
     return None
 
 
+def _read_path(exc: BaseException) -> str | None:
+    """The file an ``OSError`` failed to read (not one mmcli was writing), else None."""
+    if not isinstance(exc, OSError) or exc.filename is None:
+        return None
+    if _written_path(exc.__traceback__) is not None or exc.errno in _WRITE_ERRNOS:
+        return None
+    return os.fsdecode(exc.filename) if isinstance(exc.filename, str | bytes) else str(exc.filename)
+
+
 def _translate(exc: BaseException) -> MmcliError | None:
     """Turn a library exception caused by bad input into an mmcli error, or None for a bug."""
     if isinstance(exc, MmcliError):
@@ -135,6 +222,9 @@ def guarded(fn: Callable[P, R]) -> Callable[P, R]:
 
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        global _run
+        _run = _Run(kwargs.get("output_format") is OutputFormat.json, fn, dict(kwargs))
+        document_begun(reset=True)
         try:
             return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort, KeyboardInterrupt):
@@ -142,13 +232,14 @@ def guarded(fn: Callable[P, R]) -> Callable[P, R]:
         except Exception as exc:
             error = _translate(exc)
             if error is not None:
-                report(error.message, error.hint)
+                fail(error.message, error.hint, error.exit_code, input_name=_read_path(exc))
                 raise typer.Exit(error.exit_code) from None
             if os.environ.get("MMCLI_DEBUG") == "1":
                 raise
-            report(
+            fail(
                 f"internal error (a bug in mmcli): {type(exc).__name__}: {exc}",
                 "rerun with MMCLI_DEBUG=1 to see the traceback, and report it",
+                EXIT_INTERNAL,
             )
             raise typer.Exit(EXIT_INTERNAL) from None
 

@@ -74,6 +74,23 @@ def jsonable(value: Any) -> Any:
 _LONG_LIST = 10_000
 _ROW = json.JSONEncoder(allow_nan=False, separators=(", ", ": "))
 
+#: Whether this run has begun a JSON document on stdout (see :func:`document_begun`).
+_begun = [False]
+
+
+def begin_document() -> None:
+    """Note that a document is going to stdout other than through :func:`emit_json`."""
+    _begun[0] = True
+
+
+def document_begun(*, reset: bool = False) -> bool:
+    """Whether :func:`emit_json` has begun writing a document since the last reset, so that a
+    run that fails after (or while) printing its document never prints a second one."""
+    begun = _begun[0]
+    if reset:
+        _begun[0] = False
+    return begun
+
 
 def emit_json(document: dict[str, Any]) -> None:
     """Print exactly one JSON document on stdout, indented by two spaces.
@@ -90,10 +107,12 @@ def emit_json(document: dict[str, Any]) -> None:
         batch.append(piece)
         size += len(piece)
         if size >= 1 << 20:  # write about a megabyte at a time
+            _begun[0] = True
             sys.stdout.write("".join(batch))
             batch.clear()
             size = 0
     batch.append("\n")
+    _begun[0] = True
     sys.stdout.write("".join(batch))
     sys.stdout.flush()
 

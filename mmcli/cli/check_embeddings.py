@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from enum import Enum
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -13,6 +13,7 @@ from rich.text import Text
 from mmcli.cli._boundary import guarded, report
 from mmcli.cli._output import OutputFormat, emit_json, progress, stderr, stdout
 from mmcli.cli.options import DeviceOpt, FormatOpt, QuietOpt, StrictOpt
+from mmcli.errors import EXIT_BAD_INPUT, EXIT_INTERNAL
 from mmcli.text import plural, printable
 
 if TYPE_CHECKING:
@@ -121,7 +122,7 @@ def check_embeddings(
                 report(result.error or "unreadable file", result.hint)
             bar.advance(task)
     if as_json:
-        emit_json(run_document(reports, target))
+        emit_json(_with_error(run_document(reports, target), reports))
     else:
         _render(reports, summary(reports), str(target), quiet=quiet)
     raise typer.Exit(exit_code(reports))
@@ -151,6 +152,25 @@ class _Lines:
         if self.pending:
             self.out.file.write("\n".join(self.pending) + "\n")
             self.pending.clear()
+
+
+def _with_error(document: dict[str, Any], reports: list[FileReport]) -> dict[str, Any]:
+    """A run that could not check every file (exit 2 or 3) carries the first such file's
+    error at the top, with the keys of every command's error document (``error``, ``hint``,
+    ``input``); each file's own error stays in its entry."""
+    internal = document["exit_code"] == EXIT_INTERNAL
+    failed = [r for r in reports if r.status == "error" and (r.internal or not internal)]
+    if document["exit_code"] not in (EXIT_BAD_INPUT, EXIT_INTERNAL) or not failed:
+        return document
+    first = failed[0]
+    code = document.pop("exit_code")
+    return {
+        **document,
+        "error": first.error or "unreadable file",
+        "hint": first.hint,
+        "input": first.path,
+        "exit_code": code,
+    }
 
 
 def _render(reports: list[FileReport], totals: dict[str, int], device: str, *, quiet: bool) -> None:

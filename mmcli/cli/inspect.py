@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from mmcli.cli._boundary import guarded
-from mmcli.cli._output import OutputFormat, stdout
+from mmcli.cli._output import OutputFormat, begin_document, stdout
 from mmcli.cli.options import FormatOpt
 from mmcli.text import human_bytes, plural, printable
 
@@ -52,6 +52,7 @@ def inspect_file(
 
     summary = summarize(file)
     if output_format is OutputFormat.json:
+        begin_document()
         summary.write_json(sys.stdout)  # streamed: a header may hold a million tensors
         return
     header, layout, problem = summary.header, summary.layout, summary.problem

@@ -13,7 +13,7 @@ import typer
 
 from mmcli._version import __version__
 from mmcli.cli import bench, check_embeddings, compare, inspect
-from mmcli.cli._boundary import report
+from mmcli.cli._boundary import begin_run, fail, report
 from mmcli.cli._output import OutputClosed, OutputFailed, guarded_streams, silence
 from mmcli.cli.kv_share import app as kv_share_app
 from mmcli.cli.options import flag
@@ -69,6 +69,9 @@ def main(argv: list[str] | None = None) -> NoReturn:
     * it cannot be written (a full disk, ``> /dev/full``, a closed stdout): one ``error:``
       and one ``hint:`` line, exit 2;
     * Ctrl-C: ``error: interrupted``, exit 130.
+
+    With ``--format json`` every ``error:`` line here also comes as the error document on
+    stdout (see :func:`mmcli.cli._boundary.fail`), except where stdout cannot take it.
     """
     if sys.stdout is None:  # started with descriptor 1 closed (`mmcli ... >&-`)
         report(
@@ -94,11 +97,12 @@ def main(argv: list[str] | None = None) -> NoReturn:
     except KeyboardInterrupt:
         code = EXIT_INTERRUPTED
     if code == EXIT_INTERRUPTED:  # typer turns a Ctrl-C during a command into exit 130
-        report("interrupted")
+        fail("interrupted", None, EXIT_INTERRUPTED, argv=argv)
     sys.exit(code)
 
 
 def _run(argv: list[str] | None) -> int:
+    begin_run()
     try:
         code = app(args=argv, prog_name="mmcli", standalone_mode=False)
     except typer.Abort:
@@ -114,9 +118,11 @@ def _run(argv: list[str] | None) -> int:
             message, hint = _unknown_option(
                 option, getattr(exc, "message", message), ctx, command, argv
             )
+        code = int(getattr(exc, "exit_code", EXIT_BAD_INPUT))
         if message:  # empty when a group was called bare and its help was shown instead
-            report(str(message), hint)
-        return int(getattr(exc, "exit_code", EXIT_BAD_INPUT))
+            # Before any command body ran: whether JSON was asked for is read from argv.
+            fail(str(message), hint, code, argv=argv)
+        return code
     return code if isinstance(code, int) else EXIT_OK
 
 

@@ -3,7 +3,8 @@
 Each case builds a tiny input in ``tmp_path``, runs one command through ``CliRunner`` and checks
 the contract of SPEC §4/§5: the exit code (2 could not run; 1 the input was read and is wrong),
 exactly one ``error:`` line and one ``hint:`` line on stderr naming the actual problem, nothing
-on stdout in table mode, no traceback, and a bounded run time (a hang guard, not a benchmark).
+on stdout in table mode and exactly one JSON document with the error in JSON mode, no
+traceback, and a bounded run time (a hang guard, not a benchmark).
 """
 
 from __future__ import annotations
@@ -706,6 +707,34 @@ def test_bad_input(tmp_path: Path, name: str) -> None:
         # Exit 1: the input was read and checked; the problem is a finding, on stdout.
         assert err == "", err
         assert case.message in out, out
+
+
+def assert_error_document(out: str, code: int, first_error_line: str) -> dict[str, Any]:
+    """``out`` is exactly one JSON document (``json.loads`` refuses trailing data) with the
+    error of every command's error document, the same as the ``error:`` line on stderr."""
+    doc = json.loads(out)
+    assert isinstance(doc, dict), out
+    assert {"error", "hint", "input", "exit_code"} <= doc.keys(), doc
+    assert doc["exit_code"] == code, doc
+    assert first_error_line == f"error: {doc['error']}", (first_error_line, doc)
+    return doc
+
+
+@pytest.mark.parametrize("name", sorted(n for n, c in CASES.items() if c.code == 2))
+def test_bad_input_as_json(tmp_path: Path, name: str) -> None:
+    """The same corpus with ``--format json``: the same two lines on stderr, and on stdout
+    one JSON document carrying the error, its hint and the exit code."""
+    case = CASES[name]
+    result, elapsed = _run([*case.build(tmp_path), "--format", "json"])
+    out, err = result.stdout, result.stderr
+    assert "Traceback" not in out + err
+    assert elapsed < TIME_LIMIT_S, f"{name} took {elapsed:.1f} s"
+    assert result.exit_code == 2, (out, err)
+    lines = err.splitlines()
+    assert len(lines) == 2, err
+    assert case.message in lines[0], err
+    doc = assert_error_document(out, 2, lines[0])
+    assert lines[1] == f"hint: {doc['hint']}", (lines[1], doc)
 
 
 def test_the_corpus_covers_every_command() -> None:
