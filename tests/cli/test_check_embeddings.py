@@ -226,6 +226,9 @@ def test_json_is_the_library_document(tmp_path: Path) -> None:
     paths[1].write_bytes(b"not a dump")
     result = run(*map(str, paths), "--device", "cpu", "--format", "json")
     cli = json.loads(result.stdout)
+    # On exit 2 the CLI adds the error document's keys: the first file that was not checked.
+    error = {key: cli.pop(key) for key in ("error", "hint", "input")}
+    assert error["input"] == str(paths[1]) and "absurd length" in error["error"]
     reports = [check_file(p, device=torch.device("cpu")) for p in paths]
     library = run_document(reports, torch.device("cpu"))
     for doc in (cli, library):

@@ -32,11 +32,12 @@ def plan(weights: str) -> Any:
 
 
 def refused(weights: str) -> list[str]:
-    """The stderr lines of a refused ``--weights`` (exit 2, no stdout)."""
+    """The stderr lines of a refused ``--weights`` (exit 2; stdout: the JSON error document)."""
     result = plan(weights)
     assert result.exit_code == 2, result.stdout + result.stderr
-    assert result.stdout == ""
     lines = result.stderr.splitlines()
+    doc = json.loads(result.stdout)
+    assert doc["exit_code"] == 2 and [f"error: {doc['error']}", f"hint: {doc['hint']}"] == lines
     assert len(lines) == 2 and lines[0].startswith("error: ") and lines[1].startswith("hint: ")
     assert "Traceback" not in result.stderr
     return lines
