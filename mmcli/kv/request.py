@@ -57,6 +57,9 @@ class PlanRequest:
     block_size: int | None = None
     tensor_parallel_size: int = 1
     pipeline_parallel_size: int = 1
+    #: vLLM's ``--data-parallel-size``: replicas of tp × pp GPUs each; they multiply the
+    #: deployment's KV tokens and concurrency, not the memory of one GPU.
+    data_parallel_size: int = 1
     #: Decoder layers per stage (``"8,12,12"`` or a tuple), vLLM's ``VLLM_PP_LAYER_PARTITION``.
     pp_layer_partition: tuple[int, ...] | str | None = None
     # --- vLLM -----------------------------------------------------------------------------------
@@ -133,6 +136,12 @@ class PlanRequest:
         }
         if engines.engine in ("sglang", "trtllm"):  # with all, they shape vLLM's column
             refuse_vllm_only(engines, {**vllm_args, "--num-draft-layers": drafts})
+        refuse_vllm_only(engines, {"--data-parallel-size": self.data_parallel_size != 1})
+        if self.data_parallel_size < 1 or self.data_parallel_size > 1_000_000:
+            raise InputError(
+                f"--data-parallel-size must be a positive integer, got {self.data_parallel_size}",
+                hint="the replicas of the model, e.g. 1, 2, 8",
+            )
         sweep = None
         if self.sweep is not None:
             from mmcli.kv.whatif.sweep import parse_sweep

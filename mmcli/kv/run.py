@@ -66,6 +66,28 @@ class PlanRun:
         failed = self.aliasing is not None and not self.aliasing.verified
         return EXIT_FINDINGS if self.plan.has_errors or failed else EXIT_OK
 
+    def deployment(self) -> dict[str, Any] | None:
+        """The whole deployment's figures when it spans more than one GPU (tp × pp × dp):
+        per GPU (the plan), per replica (tp × pp GPUs: the engine's KV tokens and
+        concurrency, which tensor and pipeline ranks hold together) and in all (× dp)."""
+        request, plan = self.request, self.plan
+        per_replica = request.tensor_parallel_size * request.pipeline_parallel_size
+        replicas = request.data_parallel_size
+        if plan is None or per_replica * replicas == 1:
+            return None
+        side = plan.with_sharing if plan.engine_side == "with_sharing" else plan.without_sharing
+        tokens = side.max_tokens if side is not None else None
+        concurrency = side.max_concurrency if side is not None else None
+        return {
+            "gpus": per_replica * replicas,
+            "replicas": replicas,
+            "gpus_per_replica": per_replica,
+            "kv_tokens_per_replica": tokens,
+            "kv_tokens": None if tokens is None else tokens * replicas,
+            "max_concurrency_per_replica": concurrency,
+            "max_concurrency": None if concurrency is None else concurrency * replicas,
+        }
+
     def to_json(self, *, lazy_layers: bool = False) -> dict[str, Any]:
         """The ``--format json`` document (``lazy_layers``: a plan's layers as a lazy list,
         for a streaming writer)."""
@@ -89,6 +111,8 @@ class PlanRun:
         if self.estimate is not None:
             doc["memory_estimate"] = self.estimate.to_json()
         doc["model_source"] = self.source.to_json()
+        if (deployment := self.deployment()) is not None:
+            doc["deployment"] = deployment
         return doc
 
 

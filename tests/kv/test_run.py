@@ -135,3 +135,56 @@ def test_a_partition_may_be_a_tuple() -> None:
     )
     assert run.options.pp_layer_partition == (14, 16)
     assert run.plan is not None and run.exit_code == 0
+
+
+def test_data_parallel_replicas_multiply_the_deployment_not_one_gpu() -> None:
+    one = plan_run(PlanRequest(QWEN3, memory="20GiB", tensor_parallel_size=1))
+    two = plan_run(PlanRequest(QWEN3, memory="20GiB", data_parallel_size=2))
+    assert one.deployment() is None and "deployment" not in one.to_json()
+    assert two.plan is not None and one.plan is not None
+    side = two.plan.without_sharing
+    assert side is not None and side == one.plan.without_sharing  # each GPU plans the same
+    assert two.to_json()["deployment"] == {
+        "gpus": 2,
+        "replicas": 2,
+        "gpus_per_replica": 1,
+        "kv_tokens_per_replica": side.max_tokens,
+        "kv_tokens": 2 * (side.max_tokens or 0),
+        "max_concurrency_per_replica": side.max_concurrency,
+        "max_concurrency": 2 * (side.max_concurrency or 0),
+    }
+
+
+def test_tensor_and_pipeline_ranks_make_one_replica() -> None:
+    run = plan_run(
+        PlanRequest(GEMMA3N, memory="20GiB", pipeline_parallel_size=2, data_parallel_size=3)
+    )
+    deployment = run.deployment()
+    assert deployment is not None
+    assert (deployment["gpus"], deployment["gpus_per_replica"], deployment["replicas"]) == (6, 2, 3)
+
+
+@pytest.mark.parametrize(
+    ("settings", "error"),
+    [
+        ({"data_parallel_size": 0}, "--data-parallel-size must be a positive integer"),
+        ({"data_parallel_size": 2, "engine": "sglang"}, "--data-parallel-size is a vLLM option"),
+    ],
+)
+def test_data_parallel_size_is_checked(settings: dict[str, Any], error: str) -> None:
+    with pytest.raises(InputError, match=error):
+        PlanRequest(QWEN3, **settings)
+
+
+def test_the_report_says_the_deployment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    result = CliRunner().invoke(
+        app, ["kv-share", "plan", QWEN3, "--memory", "20GiB", "-tp", "2", "-dp", "2"]
+    )
+    assert result.exit_code == 0, result.stderr
+    doc = cli(QWEN3, "--memory", "20GiB", "-tp", "2", "-dp", "2")["deployment"]
+    tokens, per = doc["kv_tokens_per_replica"], doc["max_concurrency_per_replica"]
+    assert (
+        f"deployment: 4 GPUs = 2 replicas × 2 GPUs; KV tokens 2 × {tokens:,} = {2 * tokens:,}; "
+        f"max concurrency 2 × {per:.2f}× = {2 * per:.2f}×"
+    ) in result.stdout

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -15,7 +15,7 @@ from mmcli.cli.kv_share.explain import register_explain
 from mmcli.cli.kv_share.outputs import Notes, check_outputs
 from mmcli.cli.options import FormatOpt, RevisionOpt, flag
 from mmcli.errors import InputError
-from mmcli.text import printable
+from mmcli.text import plural, printable
 
 if TYPE_CHECKING:
     from mmcli.kv.run import PlanRun
@@ -156,6 +156,7 @@ def plan(
             "its own pool and the smallest block count wins (vLLM 0.11+ rules).",
         ),
     ] = 1,
+    data_parallel_size: vo.DataParallelOpt = 1,
     pp_layer_partition: Annotated[
         str | None,
         typer.Option(
@@ -302,6 +303,22 @@ def render_run(run: PlanRun, all_layers: bool, output_format: OutputFormat) -> N
         if run.estimate is not None:
             stdout().print(estimate_panel(run.estimate))
         render_plan(run.plan, run.aliasing, all_layers=all_layers)
+        if (deployment := run.deployment()) is not None:
+            stdout().print(deployment_line(deployment), highlight=False, soft_wrap=True)
+
+
+def deployment_line(d: dict[str, Any]) -> str:
+    """``deployment: 8 GPUs = 2 replicas × 4 GPUs; KV tokens 2 × 476,368 = 952,736; …``."""
+    n = d["replicas"]
+    if n == 1:
+        return f"deployment: {d['gpus']} GPUs, one replica (the figures above are the whole's)"
+    line = f"deployment: {d['gpus']} GPUs = {plural(n, 'replica')} × {d['gpus_per_replica']} GPUs"
+    if d["kv_tokens"] is not None:
+        line += f"; KV tokens {n} × {d['kv_tokens_per_replica']:,} = {d['kv_tokens']:,}"
+    if d["max_concurrency"] is not None:
+        per, total = d["max_concurrency_per_replica"], d["max_concurrency"]
+        line += f"; max concurrency {n} × {per:.2f}× = {total:.2f}×"
+    return line
 
 
 register_explain(app)  # `kv-share explain` lives in its own module

@@ -46,6 +46,15 @@ SpeculativeConfigOpt = Annotated[
         show_default=False,
     ),
 ]
+DataParallelOpt = Annotated[
+    int,
+    typer.Option(
+        "--data-parallel-size",
+        "-dp",
+        help="Replicas of tp × pp GPUs (vLLM's -dp): the deployment's KV tokens and "
+        "concurrency grow with them, one GPU's memory does not.",
+    ),
+]
 MaxNumSeqsOpt = Annotated[
     int | None,
     typer.Option(
