@@ -1,6 +1,14 @@
-"""KV-cache specs, cross-layer sharing, and the planner behind ``mmcli kv-share plan``."""
+"""KV-cache specs, cross-layer sharing, and the planner behind ``mmcli kv-share plan``.
+
+The public façade of the planner: the command line imports ``mmcli.kv`` alone (an
+architecture test says so). The names after the first block are imported on first use, so
+``import mmcli.kv`` stays light.
+"""
 
 from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from mmcli.kv.request import Engine, PlanRequest
 from mmcli.kv.run import PlanRun, plan_run
@@ -12,6 +20,61 @@ from mmcli.kv.spec import (
     Layer,
     SlidingWindowSpec,
 )
+
+if TYPE_CHECKING:
+    from mmcli.kv.aliasing import AliasingReport
+    from mmcli.kv.explain.engine_logs import SglangLog, engine_log_of
+    from mmcli.kv.explain.engines import explain_sglang, explain_trtllm
+    from mmcli.kv.explain.report import Explanation, explain_log
+    from mmcli.kv.explain.vllm_log import vllm_log_of
+    from mmcli.kv.figures import FIGURE_LABELS, EngineFigures
+    from mmcli.kv.inputs.layer_config import load_config, read_document
+    from mmcli.kv.inputs.map_file import write_map
+    from mmcli.kv.inputs.model_source import resolve_model
+    from mmcli.kv.inputs.readers import read_head
+    from mmcli.kv.releases import describe
+    from mmcli.kv.result import ENGINE_CODES, KVPlan, SidePlan
+    from mmcli.kv.side_by_side import refuse_vllm_only
+    from mmcli.kv.state import MambaSpec
+    from mmcli.kv.whatif.gpus import Estimate
+    from mmcli.kv.whatif.sweep import Sweep
+
+#: The names imported on first use, with their modules.
+_LAZY = {
+    "AliasingReport": "mmcli.kv.aliasing",
+    "SglangLog": "mmcli.kv.explain.engine_logs",
+    "engine_log_of": "mmcli.kv.explain.engine_logs",
+    "explain_sglang": "mmcli.kv.explain.engines",
+    "explain_trtllm": "mmcli.kv.explain.engines",
+    "Explanation": "mmcli.kv.explain.report",
+    "explain_log": "mmcli.kv.explain.report",
+    "vllm_log_of": "mmcli.kv.explain.vllm_log",
+    "FIGURE_LABELS": "mmcli.kv.figures",
+    "EngineFigures": "mmcli.kv.figures",
+    "load_config": "mmcli.kv.inputs.layer_config",
+    "read_document": "mmcli.kv.inputs.layer_config",
+    "write_map": "mmcli.kv.inputs.map_file",
+    "resolve_model": "mmcli.kv.inputs.model_source",
+    "read_head": "mmcli.kv.inputs.readers",
+    "describe": "mmcli.kv.releases",
+    "ENGINE_CODES": "mmcli.kv.result",
+    "KVPlan": "mmcli.kv.result",
+    "SidePlan": "mmcli.kv.result",
+    "refuse_vllm_only": "mmcli.kv.side_by_side",
+    "MambaSpec": "mmcli.kv.state",
+    "Estimate": "mmcli.kv.whatif.gpus",
+    "Sweep": "mmcli.kv.whatif.sweep",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'mmcli.kv' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "Engine",
@@ -25,4 +88,27 @@ __all__ = [
     "SlidingWindowSpec",
     "initialize_kv_cache_for_kv_sharing",
     "validate_sharing_map",
+    "AliasingReport",
+    "SglangLog",
+    "engine_log_of",
+    "explain_sglang",
+    "explain_trtllm",
+    "Explanation",
+    "explain_log",
+    "vllm_log_of",
+    "FIGURE_LABELS",
+    "EngineFigures",
+    "load_config",
+    "read_document",
+    "write_map",
+    "resolve_model",
+    "read_head",
+    "describe",
+    "ENGINE_CODES",
+    "KVPlan",
+    "SidePlan",
+    "refuse_vllm_only",
+    "MambaSpec",
+    "Estimate",
+    "Sweep",
 ]

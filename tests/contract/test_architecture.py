@@ -285,3 +285,28 @@ def test_docstrings_cite_no_outside_documents() -> None:
 def test_public_names_resolve() -> None:
     for name in mmcli.__all__:
         assert getattr(mmcli, name) is not None, name
+
+
+def test_the_cli_reaches_the_planner_through_its_facade() -> None:
+    """``mmcli.cli`` imports ``mmcli.kv`` itself, never one of its modules (TYPE_CHECKING
+    imports included): the planner's rooms can move without touching the command line."""
+    bad = []
+    for name, path in MODULES.items():
+        if not name.startswith("mmcli.cli"):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("mmcli.kv."):
+                bad.append(f"{name}: from {node.module} import …")
+            elif isinstance(node, ast.Import):
+                bad += [
+                    f"{name}: import {a.name}" for a in node.names if a.name.startswith("mmcli.kv.")
+                ]
+    assert not bad, bad
+
+
+def test_the_facade_names_resolve() -> None:
+    import mmcli.kv
+
+    for name in mmcli.kv.__all__:
+        assert getattr(mmcli.kv, name) is not None, name

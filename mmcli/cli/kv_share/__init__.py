@@ -18,7 +18,7 @@ from mmcli.errors import InputError
 from mmcli.text import plural, printable
 
 if TYPE_CHECKING:
-    from mmcli.kv.run import PlanRun
+    from mmcli.kv import PlanRun
 
 app = typer.Typer(
     help="Cross-layer KV-cache sharing: validate maps and plan KV memory.",
@@ -256,9 +256,7 @@ def plan(
     """
     request_args = dict(locals())  # the parameters are PlanRequest's fields, but for these:
     outputs = [request_args.pop(n) for n in ("plot", "emit_map", "all_layers", "output_format")]
-    from mmcli.kv.request import PlanRequest
-    from mmcli.kv.run import plan_run
-    from mmcli.kv.side_by_side import refuse_vllm_only
+    from mmcli.kv import PlanRequest, plan_run, refuse_vllm_only
 
     request = PlanRequest(**request_args)
     refuse_vllm_only(request.resolved.engines, {"--emit-map": emit_map})
@@ -276,7 +274,7 @@ def plan(
 
         sweep_command(run.sweep, plot, output_format, run.estimate, notes)
     if emit_map is not None and run.plan is not None:
-        from mmcli.kv.inputs.map_file import write_map
+        from mmcli.kv import write_map
 
         written = write_map(emit_map, run.plan.sharing_map())
         notes.append(f"wrote {written} map entries to {printable(str(emit_map))}")

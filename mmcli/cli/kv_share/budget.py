@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 if TYPE_CHECKING:
-    from mmcli.kv.whatif.gpus import Estimate
+    from mmcli.kv import Estimate
 
 
 def estimate_panel(est: Estimate) -> Group:

@@ -20,7 +20,7 @@ from rich.text import Text
 from mmcli.atomic import atomic_write, check_target
 from mmcli.cli._output import OutputFormat, emit_json, stderr, stdout
 from mmcli.errors import InputError
-from mmcli.kv.whatif.sweep import Sweep
+from mmcli.kv import Sweep
 from mmcli.text import printable
 
 _EIGHTHS = " ▏▎▍▌▋▊▉█"

@@ -19,7 +19,7 @@ from mmcli.cli._output import OutputFormat, emit_json, stdout
 from mmcli.errors import EXIT_FINDINGS, EXIT_OK
 
 if TYPE_CHECKING:
-    from mmcli.kv.figures import EngineFigures
+    from mmcli.kv import EngineFigures
 
 EngineOpt = Annotated[
     str,
@@ -87,7 +87,7 @@ def _cell(name: str, value: int | float | None, estimate: bool) -> str:
 
 def render_engines(model: str, results: list[EngineFigures], output_format: OutputFormat) -> int:
     """Print the engines' figures (a table, or one JSON document); returns the exit code."""
-    from mmcli.kv.figures import FIGURE_LABELS
+    from mmcli.kv import FIGURE_LABELS
 
     exit_code = EXIT_FINDINGS if any(r.refusal for r in results) else EXIT_OK
     if output_format is OutputFormat.json:

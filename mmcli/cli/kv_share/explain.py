@@ -13,7 +13,7 @@ from mmcli.cli.options import FormatOpt, RevisionOpt
 from mmcli.errors import EXIT_FINDINGS, EXIT_OK, InputError
 
 if TYPE_CHECKING:
-    from mmcli.kv.explain.report import Explanation
+    from mmcli.kv import Explanation
 
 EXAMPLE = (
     "Example: mmcli kv-share explain samples/vllm/startup.log "
@@ -69,11 +69,7 @@ def explain(
     difference is explained), 2 for bad input.
     """
     from mmcli.cli.kv_share.explain_engines import explain_engine_log
-    from mmcli.kv.explain.report import explain_log
-    from mmcli.kv.explain.vllm_log import vllm_log_of
-    from mmcli.kv.inputs.layer_config import load_config
-    from mmcli.kv.inputs.model_source import resolve_model
-    from mmcli.kv.inputs.readers import read_head
+    from mmcli.kv import explain_log, load_config, read_head, resolve_model, vllm_log_of
 
     if max_mib < 1:
         raise InputError(

@@ -17,9 +17,14 @@ _STATUS = {"match": "[green]match[/]", "differs": "[bold red]differs[/]", "not i
 def explain_engine_log(head: bytes, config_path: Path, output_format: OutputFormat) -> int | None:
     """Explain the log (its first bytes) if it is SGLang's or TensorRT-LLM's; the exit code,
     or None if not."""
-    from mmcli.kv.explain.engine_logs import SglangLog, engine_log_of
-    from mmcli.kv.explain.engines import explain_sglang, explain_trtllm
-    from mmcli.kv.inputs.layer_config import load_config, read_document
+    from mmcli.kv import (
+        SglangLog,
+        engine_log_of,
+        explain_sglang,
+        explain_trtllm,
+        load_config,
+        read_document,
+    )
 
     log = engine_log_of(head)
     if log is None:

@@ -20,8 +20,7 @@ from itertools import chain, compress, count, islice, repeat
 from operator import add, attrgetter, eq, gt, is_, mul, ne, or_, sub
 from typing import cast
 
-from mmcli.kv.spec import KVCacheSpec, Layer
-from mmcli.kv.state import MambaSpec
+from mmcli.kv import KVCacheSpec, Layer, MambaSpec
 
 #: The longest repeating pattern of runs that is folded (Gemma-like 4 sliding + 1 full is 2).
 MAX_PERIOD = 4

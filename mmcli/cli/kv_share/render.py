@@ -18,11 +18,15 @@ from mmcli.cli.kv_share.fit import fit_columns
 from mmcli.cli.kv_share.fold import Folded, Row, first_index, fold_layers, fold_rows
 from mmcli.cli.kv_share.stages import stage_table
 from mmcli.findings import count
-from mmcli.kv.aliasing import AliasingReport
-from mmcli.kv.releases import describe
-from mmcli.kv.result import ENGINE_CODES, KVPlan, SidePlan
-from mmcli.kv.spec import KVCacheSpec
-from mmcli.kv.state import MambaSpec
+from mmcli.kv import (
+    ENGINE_CODES,
+    AliasingReport,
+    KVCacheSpec,
+    KVPlan,
+    MambaSpec,
+    SidePlan,
+    describe,
+)
 from mmcli.text import human_bytes, index_ranges, plural
 
 #: Beyond this many rows the folded table is cut (the JSON output has every layer).

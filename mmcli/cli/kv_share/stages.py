@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from mmcli.kv.result import KVPlan, SidePlan
+from mmcli.kv import KVPlan, SidePlan
 
 
 def _engine_side(plan: KVPlan) -> SidePlan | None:
