@@ -6,11 +6,11 @@ fast and does not load torch until a tensor function is needed.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from mmcli._version import __version__
 from mmcli.errors import EncoderOutputError, InputError, KVSharingError, MmcliError
+from mmcli.lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from mmcli import capture
@@ -84,17 +84,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'mmcli' has no attribute {name!r}")
-    value = (
-        importlib.import_module(f"mmcli.{name}")
-        if not module
-        else getattr(importlib.import_module(module), name)
-    )
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr("mmcli", _LAZY)
 
 
 def __dir__() -> list[str]:

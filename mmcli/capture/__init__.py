@@ -12,8 +12,9 @@ imports torch or transformers until used.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from mmcli.lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from mmcli.capture._common import Capturer
@@ -29,10 +30,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'mmcli.capture' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr("mmcli.capture", _LAZY)

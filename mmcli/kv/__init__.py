@@ -7,8 +7,7 @@ architecture test says so). The names after the first block are imported on firs
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from mmcli.kv.request import Engine, PlanRequest
 from mmcli.kv.run import PlanRun, plan_run
@@ -20,6 +19,7 @@ from mmcli.kv.spec import (
     Layer,
     SlidingWindowSpec,
 )
+from mmcli.lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from mmcli.kv.aliasing import AliasingReport
@@ -67,13 +67,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'mmcli.kv' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr("mmcli.kv", _LAZY)
 
 
 __all__ = [

@@ -209,8 +209,6 @@ DSA_FIELDS: Final = frozenset(
 
 #: The rules that change only how the command line is read, not any plan.
 CLI_FIELDS: Final = frozenset({"max_len_tera", "max_len_auto"})
-#: The rules that shape only the ``--gpu`` estimate of the KV memory, not a plan's pool.
-ESTIMATE_FIELDS: Final = frozenset({"default_gpu_memory_utilization", "extensible_kv_cache"})
 
 #: (first release, what changed). The first row is the oldest behaviour mirrored.
 CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (

@@ -4,21 +4,25 @@ from its command line and a library user builds in code (``plan_run(PlanRequest(
 Its fields take what the command line takes, under the engine's own names (vLLM's where vLLM
 has the setting, e.g. ``gpu_memory_utilization``), as text where the command line reads text
 (``memory="20GiB"``, ``max_model_len="128k"``) or as numbers. Whatever can be checked without
-the model is checked when the request is built, each error naming the option it comes from;
-:attr:`PlanRequest.options` is the vLLM planner's :class:`~mmcli.kv.options.PlanOptions`
-before the model is read (the ``--gpu`` budget and the batch default come in
-:func:`mmcli.kv.run.plan_run`).
+the model is checked when the request is built, each error naming the option it comes from,
+and what that reading resolved is kept in :attr:`PlanRequest.resolved`; the vLLM planner's
+:class:`~mmcli.kv.options.PlanOptions` are made in :func:`mmcli.kv.run.plan_run`, with the
+``--gpu`` budget and the batch default.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from mmcli.errors import InputError
 from mmcli.kv.side_by_side import EngineArgs, refuse_vllm_only
 from mmcli.text import quoted
+
+if TYPE_CHECKING:
+    from mmcli.kv.whatif.sweep import SweepSpec
 
 #: The engines a plan is made for (``all``: vLLM, SGLang and TensorRT-LLM side by side).
 Engine = Literal["vllm", "sglang", "trtllm", "all"]
@@ -101,7 +105,7 @@ class PlanRequest:
         if isinstance(partition, str):
             partition = parse_partition(partition)
         config = self.speculative_config
-        text = None if config is None else config if isinstance(config, str) else _dumps(config)
+        text = None if config is None else config if isinstance(config, str) else json.dumps(config)
         mtp, tokens, drafts = speculative_options(
             text, self.mtp, self.num_speculative_tokens, self.num_draft_layers
         )
@@ -162,13 +166,7 @@ class _Resolved:
     num_speculative_tokens: int | None
     num_draft_layers: int
     max_model_len: int | str | None
-    sweep: Any
-
-
-def _dumps(config: dict[str, Any]) -> str:
-    import json
-
-    return json.dumps(config)
+    sweep: SweepSpec | None
 
 
 def parse_partition(text: str) -> tuple[int, ...]:

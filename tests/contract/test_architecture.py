@@ -69,6 +69,7 @@ FORBIDDEN = {
     "mmcli.dtypes": ("mmcli.cli", "mmcli.embeddings", "mmcli.dump", "mmcli.kv", "mmcli.bench"),
     "mmcli.text": ("mmcli.",),
     "mmcli.files": ("mmcli.",),  # opening inputs safely: used by both dump and kv
+    "mmcli.lazy": ("mmcli.",),  # the packages' names imported on first use
     "mmcli.atomic": ("mmcli.cli", "mmcli.embeddings", "mmcli.dump", "mmcli.kv", "mmcli.bench"),
 }
 #: Imports a base module may make in spite of a ``"mmcli."`` ban above.

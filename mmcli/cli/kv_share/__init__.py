@@ -285,10 +285,10 @@ def plan(
 
 def render_run(run: PlanRun, all_layers: bool, output_format: OutputFormat) -> None:
     """The plan, or the engines side by side, as a report or one JSON document."""
-    if run.engines:
-        eng.render_engines(run.source.config.name, run.engines, output_format)
-    elif output_format is OutputFormat.json:
+    if output_format is OutputFormat.json:
         emit_json(run.to_json(lazy_layers=True))
+    elif run.engines:
+        eng.render_engines(run.source.config.name, run.engines)
     else:
         from rich.markup import escape
 

@@ -15,8 +15,7 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from mmcli.cli._output import OutputFormat, emit_json, stdout
-from mmcli.errors import EXIT_FINDINGS, EXIT_OK
+from mmcli.cli._output import stdout
 
 if TYPE_CHECKING:
     from mmcli.kv import EngineFigures
@@ -85,16 +84,11 @@ def _cell(name: str, value: int | float | None, estimate: bool) -> str:
     return f"{text} (estimate)" if estimate else text
 
 
-def render_engines(model: str, results: list[EngineFigures], output_format: OutputFormat) -> int:
-    """Print the engines' figures (a table, or one JSON document); returns the exit code."""
+def render_engines(model: str, results: list[EngineFigures]) -> None:
+    """Print the engines' figures as a table, one column per engine (their JSON document is
+    ``PlanRun.to_json``)."""
     from mmcli.kv import FIGURE_LABELS
 
-    exit_code = EXIT_FINDINGS if any(r.refusal for r in results) else EXIT_OK
-    if output_format is OutputFormat.json:
-        emit_json(
-            {"model": model, "engines": [r.to_json() for r in results], "exit_code": exit_code}
-        )
-        return exit_code
     out = stdout()
     title = f"KV pool per GPU · {escape(model)}"
     table = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
@@ -121,7 +115,7 @@ def render_engines(model: str, results: list[EngineFigures], output_format: Outp
         for result in results:
             for line in _flags(result):
                 out.print(f"{escape(result.label)}: {escape(line)}", soft_wrap=True)
-        return exit_code
+        return
     for result in results:
         lines: list[str] = [f"budget: {result.budget_source}", f"reserves: {result.reserves}"]
         lines += [f"note: {note}" for note in result.notes]
@@ -130,7 +124,6 @@ def render_engines(model: str, results: list[EngineFigures], output_format: Outp
         out.print(f"{escape(result.label)}:")
         for line in [*lines, *_flags(result)]:
             out.print(f"  {escape(line)}", soft_wrap=True)
-    return exit_code
 
 
 def _flags(result: EngineFigures) -> list[str]:
