@@ -11,11 +11,9 @@ from typing import Any
 import typer.main
 from typer.testing import CliRunner
 
+from mmcli.cli.kv_share import OUTPUT_PARAMETERS
 from mmcli.cli.main import app
 from mmcli.kv import PlanRequest, plan_run
-
-#: ``kv-share plan``'s parameters that say how to print, not what to plan.
-OUTPUTS = ("plot", "emit_map", "all_layers", "output_format")
 
 
 def plan_request(*args: str) -> PlanRequest:
@@ -23,7 +21,7 @@ def plan_request(*args: str) -> PlanRequest:
     group: Any = typer.main.get_command(app)
     command = group.commands["kv-share"].commands["plan"]
     params = dict(command.make_context("plan", list(args)).params)
-    for name in OUTPUTS:
+    for name in OUTPUT_PARAMETERS:
         params.pop(name, None)
     return PlanRequest(**params)
 

@@ -26,6 +26,10 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
+#: The plan command's parameters that say how to print, not what to plan (every other one is
+#: a field of PlanRequest).
+OUTPUT_PARAMETERS = ("plot", "emit_map", "all_layers", "output_format")
+
 EXAMPLE = (
     "Example: mmcli kv-share plan samples/kv/gemma3n-e2b-like.json --memory 20GiB "
     "--max-model-len 32768"
@@ -255,7 +259,7 @@ def plan(
     Exit 0 when the map is valid, 1 when it has errors, 2 for bad input.
     """
     request_args = dict(locals())  # the parameters are PlanRequest's fields, but for these:
-    outputs = [request_args.pop(n) for n in ("plot", "emit_map", "all_layers", "output_format")]
+    outputs = [request_args.pop(name) for name in OUTPUT_PARAMETERS]
     from mmcli.kv import PlanRequest, plan_run, refuse_vllm_only
 
     request = PlanRequest(**request_args)
