@@ -92,8 +92,8 @@ def test_the_engine_refusing_to_start_is_exit_1() -> None:
         (["--engine", "sglang", "--tokens-per-block", "64"], "--tokens-per-block is a"),
         (["--engine", "sglang", "--sweep", "memory=8GiB..16GiB"], "--sweep is a vLLM option"),
         (
-            ["--engine", "sglang", "--sglang-version", "0.5.23"],
-            "SGLang 0.5.23 was read but is not mirrored",
+            ["--engine", "sglang", "--sglang-version", "0.5.24"],
+            "SGLang 0.5.24 is not mirrored",
         ),
         (["--engine", "trtllm", "--trtllm-version", "0.12"], "TensorRT-LLM 0.12 is not"),
         (["--engine", "sglang", "--enable-prefix-caching"], "--enable-prefix-caching is a vLLM"),

@@ -156,7 +156,7 @@ def test_gpu_budget_is_an_estimate() -> None:
 @pytest.mark.parametrize(
     ("release", "message"),
     [
-        ("0.5.23", "SGLang 0.5.23 was read but is not mirrored"),
+        ("0.5.24", "SGLang 0.5.24 is not mirrored"),
         ("0.4.8", "SGLang 0.4.8 is not mirrored"),
     ],
 )

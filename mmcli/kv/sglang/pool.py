@@ -103,7 +103,8 @@ def _budget(
     if rules.fraction_rule == "unread" and options.mem_fraction_static is None:
         raise InputError(
             f"SGLang {rules.release}: its default mem_fraction_static is not mirrored (it "
-            "reserves memory for piecewise CUDA graphs, on by default)",
+            "reserves memory for the CUDA graphs it captures by default, piecewise ones "
+            "included)",
             hint="pass --mem-fraction-static (the server_args line of the log names it), or "
             "--memory",
         )
@@ -171,6 +172,13 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
         cell, state = hybrid_cell(config, doc, rules, tp=options.tp, kv_dtype=options.kv_dtype)
     else:
         cell = sglang_cell(config, doc, rules, tp=options.tp, kv_dtype=options.kv_dtype)
+    if rules.multimodal_kv_reserve and isinstance(doc.get("vision_config"), dict):
+        raise InputError(
+            f"SGLang {rules.release}: a multimodal model's KV budget loses a runtime reserve "
+            "that is not mirrored (mm_runtime_reservation_gb: the embedding cache, and the "
+            "feature-transport pools of the transport picked at start-up)",
+            hint="plan a text-only model, or pick an earlier --sglang-version",
+        )
     rest, budget, source, fraction = _budget(options, rules, doc)
     estimate = budget.estimate
     page = options.page_size
@@ -215,7 +223,10 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
         notes.extend(_state_notes(state, rules, slots, cell))
     refusal = None
     running = None
-    if tokens <= 0:
+    if rules.weights_overflow_error and rest <= 0:
+        refusal = "SGLang stops at start-up: 'Loaded weights leave no GPU memory for the KV "
+        refusal += "cache under --mem-fraction-static=…'"
+    elif tokens <= 0:
         refusal = "SGLang stops at start-up: 'Not enough memory. Please try to increase "
         refusal += "--mem-fraction-static.'"
     else:
@@ -255,6 +266,9 @@ def _request_pool(
     rules: SglangRules, user: int | None, raw: int, tokens: int, context: int | None
 ) -> int | None:
     """The request pool's size (None: it needs the context length)."""
+    if rules.user_requests_capped_by_capacity and user is not None:
+        # 0.5.14 _resolve_max_num_reqs: a user's figure is capped at capacity // 2 alone.
+        return tokens // 2
     if rules.requests_from_capacity:
         # 0.5.10 _resolve_max_num_reqs: from the floored, capped capacity; caps the user's too.
         if context is None:

@@ -53,6 +53,16 @@ class SglangRules:
     #: capacity and caps --max-running-requests too (0.5.10 ``_resolve_max_num_reqs``), rather
     #: than from the profiled tokens, with --max-running-requests taken as is.
     requests_from_capacity: bool = False
+    #: Whether a --max-running-requests is capped at capacity // 2 rather than at the request
+    #: pool's estimate (0.5.14 ``_resolve_max_num_reqs``).
+    user_requests_capped_by_capacity: bool = False
+    #: Whether a budget left non-positive by the weights stops with "Loaded weights leave no GPU
+    #: memory for the KV cache" (0.5.14 ``_profile_available_bytes``) before the pool is sized.
+    weights_overflow_error: bool = False
+    #: Whether the budget of a multimodal model loses a runtime reserve (0.5.18
+    #: ``mm_runtime_reservation_gb``: its size depends on the feature transport resolved at
+    #: start-up, so such models are refused there).
+    multimodal_kv_reserve: bool = False
 
 
 _GEMMA_OFF = (
@@ -128,6 +138,25 @@ RELEASES = (
         for name in ("0.5.10", "0.5.11", "0.5.12", "0.5.13")
     ),
 )
+#: 0.5.14 on: the same cell, budget and page floor, but a --max-running-requests is capped at
+#: capacity // 2 (not at the request pool's estimate) and a budget the weights leave
+#: non-positive stops with its own error (model_executor/model_runner_kv_cache_mixin.py; from
+#: 0.5.16 mem_cache/kv_cache_configurator.py KVCacheConfigurator, the same formulas, its
+#: post-capture resize off by default: SGLANG_ENABLE_POST_CAPTURE_KV_SIZING False).
+_CONFIGURATOR = replace(
+    RELEASES[-1],
+    user_requests_capped_by_capacity=True,
+    weights_overflow_error=True,
+)
+RELEASES = (
+    *RELEASES,
+    *(replace(_CONFIGURATOR, release=f"0.5.{n}") for n in range(14, 18)),
+    #: 0.5.18 on: a multimodal model's budget also loses mm_runtime_reservation_gb.
+    *(
+        replace(_CONFIGURATOR, release=f"0.5.{n}", multimodal_kv_reserve=True)
+        for n in range(18, 24)
+    ),
+)
 #: The newest release mirrored on both budget paths (0.5.10's default fraction is not).
 DEFAULT_RELEASE = "0.5.9"
 _BY_NAME = {r.release: r for r in RELEASES}
@@ -143,21 +172,9 @@ _ALIASES = {
     "0.5.6.post2": "0.5.6",
     "0.5.8.post1": "0.5.8",
     "0.5.10.post1": "0.5.10",
-}
-#: Releases read but not mirrored, and why (each is refused, naming what changed).
-_CONFIGURATOR = (
-    "from 0.5.14 a --max-running-requests is capped at capacity // 2 and a budget left "
-    "non-positive by the weights stops with another error (model_executor/"
-    "model_runner_kv_cache_mixin.py _resolve_max_num_reqs, _profile_available_bytes), and "
-    "new pool configurators were added (model_executor/pool_configurator.py)"
-)
-_KV_CONFIGURATOR = (
-    "it sizes the pool with KVCacheConfigurator (mem_cache/kv_cache_configurator.py) and its "
-    "pool configurators, not profile_max_num_token"
-)
-_NOT_MIRRORED = {
-    **{f"0.5.{n}": _CONFIGURATOR for n in range(14, 16)},
-    **{f"0.5.{n}": _KV_CONFIGURATOR for n in range(16, 24)},
+    "0.5.12.post1": "0.5.12",
+    "0.5.13.post1": "0.5.13",
+    "0.5.15.post1": "0.5.15",
 }
 
 
@@ -167,13 +184,6 @@ def sglang_rules(release: str | None) -> SglangRules:
         return _BY_NAME[DEFAULT_RELEASE]
     name = release.strip().lstrip("v")
     found = _BY_NAME.get(_ALIASES.get(name, name))
-    base = name.split(".post")[0]
-    if found is None and base in _NOT_MIRRORED:
-        raise InputError(
-            f"--sglang-version {release}: SGLang {base} was read but is not mirrored: "
-            f"{_NOT_MIRRORED[base]}",
-            hint=f"use one of the releases mirrored: {', '.join(r.release for r in RELEASES)}",
-        )
     if found is None:
         read = ", ".join(r.release for r in RELEASES)
         raise InputError(

@@ -1,0 +1,143 @@
+"""SGLang 0.5.14 – 0.5.23: the configurator releases, for dense (MHA / GQA) and MLA models.
+
+Read in each release's wheel (``pip download --no-deps sglang==VER``): 0.5.14 and 0.5.15
+size the pool in ``srt/model_executor/model_runner_kv_cache_mixin.py`` with
+``model_executor/pool_configurator.py``; 0.5.16 on in ``srt/mem_cache/kv_cache_configurator.py``
+(KVCacheConfigurator) with the same pool configurators. Each number is evaluated by hand
+beside the formula it comes from.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mmcli.errors import InputError
+from mmcli.kv.inputs.layer_config import load_config, read_document
+from mmcli.kv.sglang import SglangOptions, plan_sglang, sglang_rules
+
+CONFIGS = Path(__file__).parent / "configs"
+QWEN3_235B = CONFIGS / "Qwen--Qwen3-235B-A22B-FP8.json"
+DEEPSEEK_V3 = CONFIGS / "deepseek-ai--DeepSeek-R1.as-DeepSeek-V3.json"
+GiB = 2**30
+CONFIGURATOR = tuple(f"0.5.{n}" for n in range(14, 24))
+
+
+def plan(path: Path, **options: Any):  # type: ignore[no-untyped-def]
+    return plan_sglang(load_config(path), read_document(path), SglangOptions(**options))
+
+
+@pytest.mark.parametrize("release", CONFIGURATOR)
+def test_dense_pool_is_the_budget_over_the_mha_cell(release: str) -> None:
+    # 0.5.14 model_executor/model_runner_kv_cache_mixin.py:96 (0.5.16
+    # mem_cache/kv_cache_configurator.py:1548, 0.5.23 :2990): rest = available − pre-load ×
+    # (1 − mem_fraction_static), bytes = int(rest × 2³⁰); 0.5.14 pool_configurator.py:204:
+    # cell = kv_heads/tp × (head_dim + v_head_dim) × layers × bytes = 1 × (128 + 128) × 94 × 2
+    # = 48,128 B at tp 4; :225 tokens = bytes // cell = 10 GiB // 48,128 = 223,101. 0.5.14
+    # mixin :985 (0.5.16 kv_cache_configurator.py:1622, 0.5.23 :3119): estimated =
+    # clamp(int(223101 / 40960 × 512) = 2788, 2048, 4096); no --max-running-requests:
+    # min(2788, 223101 // 2) = 2788.
+    result = plan(QWEN3_235B, release=release, tp=4, memory_bytes=10 * GiB)
+    assert result.release == release
+    assert result.value("bytes_per_token") == 48_128
+    assert result.value("pool_tokens") == 223_101
+    assert result.value("max_running_requests") == 2788
+
+
+@pytest.mark.parametrize("release", CONFIGURATOR)
+def test_mla_cell_is_the_latent_per_layer(release: str) -> None:
+    # 0.5.14 model_executor/pool_configurator.py:174 (0.5.18 calculate_mla_kv_cache_dim in
+    # mem_cache/kv_cache_configurator.py:2139: a non-DSA model keeps it): (kv_lora_rank 512 +
+    # qk_rope_head_dim 64) × 61 layers × 2 B = 70,272 B, not divided by tp.
+    result = plan(DEEPSEEK_V3, release=release, tp=8, memory_bytes=70_272 * 1000)
+    assert result.value("bytes_per_token") == 70_272
+    assert result.value("pool_tokens") == 1000
+
+
+@pytest.mark.parametrize("release", ["0.5.14", "0.5.16", "0.5.23"])
+def test_page_floor_after_the_token_cap(release: str) -> None:
+    # 0.5.14 pool_configurator.py:226 floors 223,101 to the page: 223,101 // 64 × 64 =
+    # 223,040; with --max-total-tokens 100,001 (mixin :967 min(capacity, user)) the
+    # configurator re-runs calculate_pool_sizes_from_max_tokens (:232): 100,001 // 64 × 64
+    # = 99,968 (0.5.16 kv_cache_configurator.py:1679 config_from_budget, the same).
+    base = {"release": release, "tp": 4, "memory_bytes": 10 * GiB, "page_size": 64}
+    assert plan(QWEN3_235B, **base).value("pool_tokens") == 223_040
+    capped = plan(QWEN3_235B, **base, max_total_tokens=100_001)
+    assert capped.value("pool_tokens") == 99_968
+    assert capped.value("blocks") == 99_968 // 64
+
+
+@pytest.mark.parametrize("release", CONFIGURATOR)
+def test_max_running_requests_is_capped_at_half_the_capacity(release: str) -> None:
+    # 0.5.14 mixin :990 (0.5.16 kv_cache_configurator.py:1632, 0.5.23 :3129): with
+    # --max-running-requests R, min(R, capacity // 2): capacity 6000 (--max-total-tokens),
+    # R 5000 → min(5000, 3000) = 3000. 0.5.13 (mixin :885) capped R at the estimate instead:
+    # max(int(6000 / 40960 × 512) = 75, 2048) = 2048 → min(5000, 2048) = 2048.
+    options: dict[str, Any] = {
+        "tp": 4,
+        "memory_bytes": 10 * GiB,
+        "max_total_tokens": 6000,
+        "max_running_requests": 5000,
+    }
+    assert plan(QWEN3_235B, release=release, **options).value("max_running_requests") == 3000
+    assert plan(QWEN3_235B, release="0.5.13", **options).value("max_running_requests") == 2048
+
+
+@pytest.mark.parametrize("release", ["0.5.14", "0.5.23"])
+def test_a_budget_the_weights_leave_non_positive_is_its_own_error(release: str) -> None:
+    # 0.5.14 mixin :103 (0.5.16 kv_cache_configurator.py:1553): rest ≤ 0 raises "Loaded
+    # weights leave no GPU memory for the KV cache under --mem-fraction-static=…" before the
+    # pool is sized; 0.5.13 went on to "Not enough memory" (pool_configurator.py
+    # MemoryPoolConfig.__post_init__). 80 GiB × 0.2 − 80 GiB / 4 = 16 − 20 GiB < 0.
+    gpu = {"gpu_bytes": 80 * GiB, "gpu_name": "H100", "weights_bytes": 80 * GiB}
+    new = plan(QWEN3_235B, release=release, tp=4, mem_fraction_static=0.2, **gpu)
+    assert new.refusal is not None and "Loaded weights leave no GPU memory" in new.refusal
+    assert plan(QWEN3_235B, release=release, tp=4, memory_bytes=0).refusal == new.refusal
+    old = plan(QWEN3_235B, release="0.5.13", tp=4, mem_fraction_static=0.2, **gpu)
+    assert old.refusal is not None and "Not enough memory" in old.refusal
+    # A positive budget under one cell still stops with "Not enough memory" (0.5.14
+    # pool_configurator.py:57).
+    small = plan(QWEN3_235B, release=release, tp=4, memory_bytes=1000)
+    assert small.refusal is not None and "Not enough memory" in small.refusal
+
+
+@pytest.mark.parametrize(
+    ("spelling", "release"),
+    [
+        ("0.5.12.post1", "0.5.12"),
+        ("0.5.13.post1", "0.5.13"),
+        ("0.5.15.post1", "0.5.15"),
+        ("v0.5.23", "0.5.23"),
+    ],
+)
+def test_post_releases_share_their_base_row(spelling: str, release: str) -> None:
+    # 0.5.15.post1 differs from 0.5.15 in no sizing file but server_args.py (an attention
+    # backend lookup); 0.5.13.post1 in none; 0.5.12.post1 in model_runner.py's kernel warm-up
+    # and the DeepSeek-V4 / SWA pools (not mirrored).
+    assert sglang_rules(spelling).release == release
+
+
+def test_multimodal_models_are_refused_from_0_5_18(tmp_path: Path) -> None:
+    # 0.5.18 mem_cache/kv_cache_configurator.py:1785: rest − mm_runtime_reservation_gb (:130:
+    # SGLANG_VLM_CACHE_SIZE_MB 100, plus SGLANG_MM_FEATURE_CACHE_MB 1024 with the cuda_ipc /
+    # cuda_vmm feature transport, resolved at start-up); 0.5.17 has no such reserve.
+    doc = json.loads(QWEN3_235B.read_text())
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**doc, "vision_config": {"hidden_size": 1024}}), "utf-8")
+    with pytest.raises(InputError, match="SGLang 0.5.18: a multimodal model's KV budget"):
+        plan(path, release="0.5.18", tp=4, memory_bytes=10 * GiB)
+    assert plan(path, release="0.5.17", tp=4, memory_bytes=10 * GiB).value("pool_tokens") == (
+        223_101
+    )
+
+
+@pytest.mark.parametrize("release", ["0.5.14", "0.5.23"])
+def test_default_fraction_is_refused(release: str) -> None:
+    # 0.5.16 server_args.py:4053 (_handle_gpu_memory_settings): the default reserves
+    # reserve_for_graph_mb() (decode and prefill CUDA graphs), not mirrored.
+    gpu = {"gpu_bytes": 80 * GiB, "gpu_name": "H100", "weights_bytes": 16 * GiB}
+    with pytest.raises(InputError, match=f"{release}: its default mem_fraction_static"):
+        plan(QWEN3_235B, release=release, tp=4, **gpu)
