@@ -135,3 +135,29 @@ def test_index_total(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="^--weights: .*invalid JSON") as info:
         index_total(index)
     assert info.value.hint
+
+
+def test_the_table_lives_in_gpu_table_and_gpus_re_exports_it() -> None:
+    from mmcli.kv.whatif import gpu_table, gpus
+
+    assert gpus.GPUS is gpu_table.GPUS and gpus.GPU is gpu_table.GPU
+
+
+@pytest.mark.parametrize(
+    ("name", "gib"),
+    # vLLM's own log lines: total_gpu_memory=23.58GiB on an RTX 3090
+    # (https://github.com/vllm-project/vllm/issues/10517); 121.69 GiB per GB10 (DGX Spark,
+    # https://github.com/MiaAI-Lab/GLM-5.3-Flash-EXL3-2x-DGX-Sparks/issues/204).
+    [("RTX3090", 23.58), ("rtx-3090", 23.58), ("GB10", 121.69), ("DGX Spark", 121.69)],
+)
+def test_added_names_resolve_to_their_cited_readings(name: str, gib: float) -> None:
+    assert resolve_gpu(name).total_gib == pytest.approx(gib)
+
+
+def test_every_entry_has_a_source_and_stays_below_its_marketing_size() -> None:
+    from mmcli.kv.whatif.gpu_table import GPUS
+
+    for gpu in GPUS:
+        assert gpu.source.strip(), gpu.name
+        marketed_gb = float(gpu.marketed.split()[0])
+        assert 0 < gpu.total_gib < marketed_gb, gpu.name
