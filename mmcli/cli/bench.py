@@ -14,12 +14,16 @@ from rich.table import Table
 from mmcli.cli._boundary import guarded
 from mmcli.cli._notes import third_party_notes
 from mmcli.cli._output import OutputFormat, emit_json, progress, stderr, stdout
-from mmcli.cli.options import DeviceOpt, FormatOpt, flag
+from mmcli.cli.help import PanelledCommand
+from mmcli.cli.options import DEVICE_HELP, FormatOpt, flag
 
 if TYPE_CHECKING:
     from mmcli.bench import BenchResult
 
 app = typer.Typer()
+
+WORKLOAD = "Workload"
+TIMING = "Timing"
 
 EPILOG = (
     "Examples:\n\n"
@@ -33,21 +37,30 @@ EPILOG = (
 )
 
 
-@app.command("bench", epilog=EPILOG)
+@app.command("bench", cls=PanelledCommand, epilog=EPILOG)
 @guarded
 def bench(
-    device: DeviceOpt = "auto",
+    device: Annotated[
+        str, typer.Option("--device", help=DEVICE_HELP, rich_help_panel=TIMING)
+    ] = "auto",
     dtype: Annotated[
-        str | None, typer.Option("--dtype", help="bf16, fp16 or fp32 (default bf16).")
+        str | None,
+        typer.Option(
+            "--dtype", help="bf16, fp16 or fp32 (default bf16).", rich_help_panel=WORKLOAD
+        ),
     ] = None,
     hidden: Annotated[
-        int | None, typer.Option("--hidden", help="Hidden size of the rows (default 4096).")
+        int | None,
+        typer.Option(
+            "--hidden", help="Hidden size of the rows (default 4096).", rich_help_panel=WORKLOAD
+        ),
     ] = None,
     placeholders: Annotated[
         str | None,
         typer.Option(
             "--placeholders",
             help="Comma-separated placeholder counts (default 576,2304,9216).",
+            rich_help_panel=WORKLOAD,
         ),
     ] = None,
     layout: Annotated[
@@ -57,32 +70,49 @@ def bench(
             help="contiguous (one run between two markers), interleaved (a break token after "
             "each row of patches), random (90% embeddings); comma-separated (default "
             "interleaved).",
+            rich_help_panel=WORKLOAD,
         ),
     ] = None,
     impl: Annotated[
-        str, typer.Option("--impl", help="Comma-separated implementations: reference, fast.")
+        str,
+        typer.Option(
+            "--impl",
+            help="Comma-separated implementations: reference, fast.",
+            rich_help_panel=TIMING,
+        ),
     ] = "reference,fast",
-    op: Annotated[str, typer.Option("--op", help="Comma-separated ops: scatter, gather.")] = (
-        "scatter,gather"
-    ),
+    op: Annotated[
+        str,
+        typer.Option("--op", help="Comma-separated ops: scatter, gather.", rich_help_panel=TIMING),
+    ] = ("scatter,gather"),
     from_dump: Annotated[
         Path | None,
         typer.Option(
             "--from",
             help="Benchmark the real shapes and masks of an encoder-output dump.",
             show_default=False,
+            rich_help_panel=WORKLOAD,
         ),
     ] = None,
     min_time: Annotated[
         float | None,
-        typer.Option("--min-time", help="Seconds of calls per timing (default 0.2)."),
+        typer.Option(
+            "--min-time", help="Seconds of calls per timing (default 0.2).", rich_help_panel=TIMING
+        ),
     ] = None,
     threads: Annotated[
-        int, typer.Option("--threads", help="CPU threads for the ops while timed.")
+        int,
+        typer.Option(
+            "--threads", help="CPU threads for the ops while timed.", rich_help_panel=TIMING
+        ),
     ] = 1,
     quick: Annotated[
         bool,
-        flag("--quick", help="A short run: placeholders 576,2304 and --min-time 0.05."),
+        flag(
+            "--quick",
+            help="A short run: placeholders 576,2304 and --min-time 0.05.",
+            rich_help_panel=TIMING,
+        ),
     ] = False,
     output_format: FormatOpt = OutputFormat.table,
 ) -> None:

@@ -12,7 +12,8 @@ from rich.text import Text
 
 from mmcli.cli._boundary import guarded, report
 from mmcli.cli._output import OutputFormat, emit_json, progress, stderr, stdout
-from mmcli.cli.options import DeviceOpt, FormatOpt, QuietOpt, StrictOpt
+from mmcli.cli.help import PanelledCommand
+from mmcli.cli.options import DEVICE_HELP, FormatOpt, QuietOpt, flag
 from mmcli.errors import EXIT_BAD_INPUT, EXIT_INTERNAL
 from mmcli.text import plural, printable
 
@@ -37,6 +38,9 @@ class ModelDType(str, Enum):
     fp32 = "fp32"
 
 
+EXPECT = "What to expect"
+CHECK = "Check"
+
 EPILOG = (
     "Examples:\n\n"
     "  mmcli check-embeddings samples/dumps/healthy.safetensors\n\n"
@@ -52,7 +56,7 @@ EPILOG = (
 _STYLE = {"ok": "green", "failed": "red", "error": "red", "warning": "yellow"}
 
 
-@app.command("check-embeddings", epilog=EPILOG, no_args_is_help=True)
+@app.command("check-embeddings", cls=PanelledCommand, epilog=EPILOG, no_args_is_help=True)
 @guarded
 def check_embeddings(
     paths: Annotated[
@@ -62,22 +66,32 @@ def check_embeddings(
             show_default=False,
         ),
     ],
-    device: DeviceOpt = "auto",
+    device: Annotated[
+        str, typer.Option("--device", help=DEVICE_HELP, rich_help_panel=CHECK)
+    ] = "auto",
     expected_items: Annotated[
         int | None,
         typer.Option(
-            "--expected-items", min=0, help="Expected number of items (overrides metadata)."
+            "--expected-items",
+            min=0,
+            help="Expected number of items (overrides metadata).",
+            rich_help_panel=EXPECT,
         ),
     ] = None,
     hidden_size: Annotated[
         int | None,
         typer.Option(
-            "--hidden-size", min=1, help="The text model's hidden size (overrides metadata)."
+            "--hidden-size",
+            min=1,
+            help="The text model's hidden size (overrides metadata).",
+            rich_help_panel=EXPECT,
         ),
     ] = None,
     dtype: Annotated[
         ModelDType | None,
-        typer.Option("--dtype", help="The model dtype (overrides metadata)."),
+        typer.Option(
+            "--dtype", help="The model dtype (overrides metadata).", rich_help_panel=EXPECT
+        ),
     ] = None,
     impl: Annotated[
         Impl,
@@ -85,9 +99,13 @@ def check_embeddings(
             "--impl",
             help="The scatter/gather the round trip runs: the engine's reference algorithm, "
             "or mmcli's fast one.",
+            rich_help_panel=CHECK,
         ),
     ] = Impl.reference,
-    strict: StrictOpt = False,
+    strict: Annotated[
+        bool,
+        flag("--strict", help="Treat warnings as failures (exit 1).", rich_help_panel=CHECK),
+    ] = False,
     quiet: QuietOpt = False,
     output_format: FormatOpt = OutputFormat.table,
 ) -> None:

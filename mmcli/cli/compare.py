@@ -10,7 +10,8 @@ from rich.text import Text
 
 from mmcli.cli._boundary import guarded
 from mmcli.cli._output import OutputFormat, emit_json, stdout
-from mmcli.cli.options import DeviceOpt, FormatOpt
+from mmcli.cli.help import PanelledCommand
+from mmcli.cli.options import DEVICE_HELP, FormatOpt
 from mmcli.text import plural, printable
 
 if TYPE_CHECKING:
@@ -37,6 +38,9 @@ class PairChoice(str, Enum):
     order = "order"
 
 
+TOLERANCE = "Tolerance"
+PAIRING = "Pairing and device"
+
 EPILOG = (
     "Examples:\n\n"
     "  mmcli compare samples/compare/ref.safetensors samples/compare/scaled.safetensors\n\n"
@@ -52,7 +56,7 @@ EPILOG = (
 _STYLE = {"ok": "green", "failed": "red", "error": "red", "warning": "yellow", "info": "dim"}
 
 
-@app.command("compare", epilog=EPILOG, no_args_is_help=True)
+@app.command("compare", cls=PanelledCommand, epilog=EPILOG, no_args_is_help=True)
 @guarded
 def compare(
     ref: Annotated[str, typer.Argument(help="The reference: a dump file or a directory of dumps.")],
@@ -61,20 +65,34 @@ def compare(
     ],
     profile: Annotated[
         ProfileChoice,
-        typer.Option("--profile", help="The tolerance: same-kernel, kernel or port."),
+        typer.Option(
+            "--profile",
+            help="The tolerance: same-kernel, kernel or port.",
+            rich_help_panel=TOLERANCE,
+        ),
     ] = ProfileChoice.port,
     rtol: Annotated[
         float | None,
-        typer.Option("--rtol", help="Relative tolerance per element (overrides the profile)."),
+        typer.Option(
+            "--rtol",
+            help="Relative tolerance per element (overrides the profile).",
+            rich_help_panel=TOLERANCE,
+        ),
     ] = None,
     atol: Annotated[
         float | None,
-        typer.Option("--atol", help="Absolute tolerance per element (overrides the profile)."),
+        typer.Option(
+            "--atol",
+            help="Absolute tolerance per element (overrides the profile).",
+            rich_help_panel=TOLERANCE,
+        ),
     ] = None,
     min_cosine: Annotated[
         float | None,
         typer.Option(
-            "--min-cosine", help="Least row and item cosine similarity (overrides the profile)."
+            "--min-cosine",
+            help="Least row and item cosine similarity (overrides the profile).",
+            rich_help_panel=TOLERANCE,
         ),
     ] = None,
     pair: Annotated[
@@ -83,9 +101,12 @@ def compare(
             "--pair",
             help="Directories: auto (file names, else token ids / mm_hashes), name, tokens, "
             "or order (capture order).",
+            rich_help_panel=PAIRING,
         ),
     ] = PairChoice.auto,
-    device: DeviceOpt = "auto",
+    device: Annotated[
+        str, typer.Option("--device", help=DEVICE_HELP, rich_help_panel=PAIRING)
+    ] = "auto",
     output_format: FormatOpt = OutputFormat.table,
 ) -> None:
     """Compare encoder-output dumps: is the port numerically the reference, and if not, why."""

@@ -9,11 +9,21 @@ import typer
 
 from mmcli.cli._boundary import guarded
 from mmcli.cli._output import OutputFormat, emit_json, stdout
+from mmcli.cli.help import PanelledCommand
 from mmcli.cli.kv_share import engines as eng
 from mmcli.cli.kv_share import vllm_options as vo
 from mmcli.cli.kv_share.explain import register_explain
 from mmcli.cli.kv_share.outputs import Notes, check_outputs
-from mmcli.cli.options import FormatOpt, RevisionOpt, flag
+from mmcli.cli.options import (
+    ENGINE,
+    INPUT,
+    MEMORY,
+    OUTPUT,
+    PARALLEL,
+    FormatOpt,
+    RevisionOpt,
+    flag,
+)
 from mmcli.errors import InputError
 from mmcli.text import plural, printable
 
@@ -36,7 +46,7 @@ EXAMPLE = (
 )
 
 
-@app.command("plan", epilog=EXAMPLE, no_args_is_help=True)
+@app.command("plan", cls=PanelledCommand, epilog=EXAMPLE, no_args_is_help=True)
 @guarded
 def plan(
     model: Annotated[
@@ -54,6 +64,7 @@ def plan(
         typer.Option(
             "--map",
             help="A JSON object {layer: target} that replaces the map the config implies.",
+            rich_help_panel=INPUT,
         ),
     ] = None,
     kv_cache_dtype: Annotated[
@@ -63,11 +74,16 @@ def plan(
             "--kv-dtype",
             help="auto (the config's dtype), bfloat16, float16, float32, fp8 (fp8_e4m3, "
             "fp8_e5m2), fp8_ds_mla (DeepSeek MLA).",
+            rich_help_panel=MEMORY,
         ),
     ] = "auto",
     block_size: Annotated[
         int | None,
-        typer.Option("--block-size", help="Tokens per KV block (default: the config's, else 16)."),
+        typer.Option(
+            "--block-size",
+            help="Tokens per KV block (default: the config's, else 16).",
+            rich_help_panel=MEMORY,
+        ),
     ] = None,
     max_model_len: Annotated[
         str | None,
@@ -75,11 +91,16 @@ def plan(
             "--max-model-len",
             help="Sequence length (default: the model's, as vLLM derives it); auto (or -1): "
             "the largest that fits the KV memory, found as vLLM finds it.",
+            rich_help_panel=MEMORY,
         ),
     ] = None,
     allow_long_max_model_len: Annotated[
         bool,
-        flag("--allow-long-max-model-len", help="VLLM_ALLOW_LONG_MAX_MODEL_LEN=1."),
+        flag(
+            "--allow-long-max-model-len",
+            help="VLLM_ALLOW_LONG_MAX_MODEL_LEN=1.",
+            rich_help_panel=MEMORY,
+        ),
     ] = False,
     max_num_batched_tokens: Annotated[
         int | None,
@@ -88,6 +109,7 @@ def plan(
             help="The engine's prefill chunk; sliding layers reserve blocks for it (default: "
             "8192, or vllm serve's default for --gpu).",
             show_default=False,
+            rich_help_panel=MEMORY,
         ),
     ] = None,
     memory: Annotated[
@@ -96,6 +118,7 @@ def plan(
             "--memory",
             help="KV-cache memory per GPU: 20GiB, 80GB, 512MiB or bytes. Adds blocks, "
             "tokens and concurrency.",
+            rich_help_panel=MEMORY,
         ),
     ] = None,
     gpu: Annotated[
@@ -104,6 +127,7 @@ def plan(
             "--gpu",
             help="Estimate the KV memory from a GPU (H100, H200, A100-80GB, L40S, RTX4090, … or "
             "a size such as 79GiB) instead of --memory.",
+            rich_help_panel=MEMORY,
         ),
     ] = None,
     weights: Annotated[
@@ -113,6 +137,7 @@ def plan(
             help="With --gpu: the weights, a size with a byte unit (140GB, 130GiB), an index "
             "/ .safetensors file, a folder or a repo id (default: the model's own, else an "
             "ESTIMATE from the config).",
+            rich_help_panel=MEMORY,
         ),
     ] = None,
     gpu_memory_utilization: Annotated[
@@ -122,6 +147,7 @@ def plan(
             help="With --gpu: the share of GPU memory vLLM uses (default: the release's, "
             "0.9; 0.92 from 0.20; 1.0 from 0.34).",
             show_default=False,
+            rich_help_panel=MEMORY,
         ),
     ] = None,
     reserve: Annotated[
@@ -129,6 +155,7 @@ def plan(
         typer.Option(
             "--reserve",
             help="With --gpu: activation and CUDA-graph memory held back (default 2GiB; 0: none).",
+            rich_help_panel=MEMORY,
         ),
     ] = None,
     sweep: Annotated[
@@ -137,11 +164,16 @@ def plan(
             "--sweep",
             help="Plan over a range: max-model-len=4K..128K or memory=8GiB..80GiB "
             "(:N points, or :x2 geometric); a table and a chart of concurrency and KV tokens.",
+            rich_help_panel=OUTPUT,
         ),
     ] = None,
     plot: Annotated[
         Path | None,
-        typer.Option("--plot", help="With --sweep: also draw it as FILE.png or FILE.svg."),
+        typer.Option(
+            "--plot",
+            help="With --sweep: also draw it as FILE.png or FILE.svg.",
+            rich_help_panel=OUTPUT,
+        ),
     ] = None,
     tensor_parallel_size: Annotated[
         int,
@@ -149,6 +181,7 @@ def plan(
             "--tensor-parallel-size",
             "-tp",
             help="Split KV heads (and states) across this many ranks; figures are per GPU.",
+            rich_help_panel=PARALLEL,
         ),
     ] = 1,
     pipeline_parallel_size: Annotated[
@@ -158,6 +191,7 @@ def plan(
             "-pp",
             help="Pipeline stages: layers split as the engine splits them; each stage sizes "
             "its own pool and the smallest block count wins (vLLM 0.11+ rules).",
+            rich_help_panel=PARALLEL,
         ),
     ] = 1,
     data_parallel_size: vo.DataParallelOpt = 1,
@@ -167,6 +201,7 @@ def plan(
             "--pp-layer-partition",
             help="Decoder layers per stage, comma-separated (vLLM's VLLM_PP_LAYER_PARTITION), "
             "e.g. 8,12,12.",
+            rich_help_panel=PARALLEL,
         ),
     ] = None,
     vllm_version: Annotated[
@@ -175,6 +210,7 @@ def plan(
             "--vllm-version",
             help="Plan with the rules of this vLLM release (0.10 … 0.34; default: the newest "
             "mirrored). Older releases take the oldest rules mirrored.",
+            rich_help_panel=ENGINE,
         ),
     ] = None,
     async_scheduling: Annotated[
@@ -183,6 +219,7 @@ def plan(
             "--async-scheduling/--no-async-scheduling",
             help="Async scheduling (vLLM's default) keeps 2 batches in flight: from 0.26 a "
             "sliding window reserves blocks for both.",
+            rich_help_panel=ENGINE,
         ),
     ] = True,
     enable_prefix_caching: Annotated[
@@ -192,6 +229,7 @@ def plan(
             help="Prefix caching: hybrid models then keep 2 states per request (default: the "
             "release's default, on from 0.26).",
             show_default=False,
+            rich_help_panel=ENGINE,
         ),
     ] = None,
     mamba_ssm_cache_dtype: Annotated[
@@ -199,6 +237,7 @@ def plan(
         typer.Option(
             "--mamba-ssm-cache-dtype",
             help="dtype of the SSM / recurrent state (auto: the config's, else the model's).",
+            rich_help_panel=MEMORY,
         ),
     ] = "auto",
     disable_hybrid_kv_cache_manager: Annotated[
@@ -207,6 +246,7 @@ def plan(
             "--disable-hybrid-kv-cache-manager",
             help="Plan sliding and chunked layers as full attention (one group), as vLLM does "
             "with this flag.",
+            rich_help_panel=ENGINE,
         ),
     ] = False,
     chunked_local_attn_hybrid: vo.ChunkedHybridOpt = None,
@@ -221,6 +261,7 @@ def plan(
         typer.Option(
             "--num-gpu-blocks-override",
             help="Plan with this many KV blocks, whatever the memory (as vLLM's option).",
+            rich_help_panel=MEMORY,
         ),
     ] = None,
     strict: Annotated[
@@ -229,6 +270,7 @@ def plan(
             "--strict",
             help="Treat sharing the engine accepts but that is likely a mistake (a sliding "
             "layer reading a full layer's cache) as an error.",
+            rich_help_panel=INPUT,
         ),
     ] = False,
     device: Annotated[
@@ -236,14 +278,20 @@ def plan(
         typer.Option(
             "--device",
             help="Where the aliasing check allocates: meta (nothing), cpu, cuda or cuda:N.",
+            rich_help_panel=INPUT,
         ),
     ] = "meta",
     emit_map: Annotated[
         Path | None,
-        typer.Option("--emit-map", help="Write the resolved map {layer: target} as JSON here."),
+        typer.Option(
+            "--emit-map",
+            help="Write the resolved map {layer: target} as JSON here.",
+            rich_help_panel=OUTPUT,
+        ),
     ] = None,
     all_layers: Annotated[
-        bool, flag("--all-layers", help="One table row per layer (no folding).")
+        bool,
+        flag("--all-layers", help="One table row per layer (no folding).", rich_help_panel=OUTPUT),
     ] = False,
     engine: eng.EngineOpt = "vllm",
     sglang_version: eng.SglangVersionOpt = None,

@@ -16,6 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from mmcli.cli._output import stdout
+from mmcli.cli.options import ENGINE
 
 if TYPE_CHECKING:
     from mmcli.kv import EngineFigures
@@ -25,6 +26,7 @@ EngineOpt = Annotated[
     typer.Option(
         "--engine",
         help="Plan for vllm (default), sglang, trtllm, or all three side by side.",
+        rich_help_panel=ENGINE,
     ),
 ]
 SglangVersionOpt = Annotated[
@@ -34,6 +36,7 @@ SglangVersionOpt = Annotated[
         help="With --engine sglang/all: the SGLang release (0.4.6, 0.4.7, 0.4.9, 0.5.3, 0.5.4, "
         "0.5.5 to 0.5.13 and the .postN read; default 0.5.9; 0.5.10 on with --gpu needs "
         "--mem-fraction-static; hybrid SWA / GDN models: 0.5.4 or older).",
+        rich_help_panel=ENGINE,
     ),
 ]
 TrtllmVersionOpt = Annotated[
@@ -43,6 +46,7 @@ TrtllmVersionOpt = Annotated[
         help="With --engine trtllm/all: the TensorRT-LLM release (0.13: C++ runtime; 1.1: "
         "PyTorch backend, the default). Others, 1.2.x and 1.3 included, are refused: not "
         "mirrored.",
+        rich_help_panel=ENGINE,
     ),
 ]
 MemFractionOpt = Annotated[
@@ -50,16 +54,19 @@ MemFractionOpt = Annotated[
     typer.Option(
         "--mem-fraction-static",
         help="With --gpu: SGLang's mem_fraction_static (default: the release's own choice).",
+        rich_help_panel=ENGINE,
     ),
 ]
 PageSizeOpt = Annotated[
-    int | None, typer.Option("--page-size", help="SGLang's --page-size (default 1).")
+    int | None,
+    typer.Option("--page-size", help="SGLang's --page-size (default 1).", rich_help_panel=ENGINE),
 ]
 TokensPerBlockOpt = Annotated[
     int | None,
     typer.Option(
         "--tokens-per-block",
         help="TensorRT-LLM's tokens per block (default: 64 in 0.13 engines, 32 in 1.1).",
+        rich_help_panel=ENGINE,
     ),
 ]
 FreeFractionOpt = Annotated[
@@ -67,6 +74,7 @@ FreeFractionOpt = Annotated[
     typer.Option(
         "--free-gpu-memory-fraction",
         help="TensorRT-LLM's free_gpu_memory_fraction (default 0.9).",
+        rich_help_panel=ENGINE,
     ),
 ]
 

@@ -9,11 +9,14 @@ import typer
 
 from mmcli.cli._boundary import guarded
 from mmcli.cli._output import OutputFormat, emit_json, stdout
-from mmcli.cli.options import FormatOpt, RevisionOpt
+from mmcli.cli.help import PanelledCommand
+from mmcli.cli.options import ENGINE, REVISION_HELP, FormatOpt
 from mmcli.errors import EXIT_FINDINGS, EXIT_OK, InputError
 
 if TYPE_CHECKING:
     from mmcli.kv import Explanation
+
+INPUT = "Input"
 
 EXAMPLE = (
     "Example: mmcli kv-share explain samples/vllm/startup.log "
@@ -24,7 +27,7 @@ _STATUS = {"match": "[green]match[/]", "differs": "[bold red]differs[/]", "not i
 
 def register_explain(app: typer.Typer) -> None:
     """Add ``explain`` to the ``kv-share`` group (this module does not import the group)."""
-    app.command("explain", epilog=EXAMPLE, no_args_is_help=True)(explain)
+    app.command("explain", cls=PanelledCommand, epilog=EXAMPLE, no_args_is_help=True)(explain)
 
 
 @guarded
@@ -47,19 +50,28 @@ def explain(
             help="The model: a Hugging Face config.json or an mmcli layer config, a local model "
             "folder, or a Hub repo id (org/name).",
             show_default=False,
+            rich_help_panel=INPUT,
         ),
     ],
-    revision: RevisionOpt = None,
+    revision: Annotated[
+        str | None,
+        typer.Option("--revision", help=REVISION_HELP, show_default=False, rich_help_panel=INPUT),
+    ] = None,
     vllm_version: Annotated[
         str | None,
         typer.Option(
             "--vllm-version",
             help="Plan with this release's rules instead of the one the log names.",
+            rich_help_panel=ENGINE,
         ),
     ] = None,
     max_mib: Annotated[
         int,
-        typer.Option("--max-mib", help="Read at most this many MiB of the log (its head)."),
+        typer.Option(
+            "--max-mib",
+            help="Read at most this many MiB of the log (its head).",
+            rich_help_panel=INPUT,
+        ),
     ] = 16,
     output_format: FormatOpt = OutputFormat.table,
 ) -> None:

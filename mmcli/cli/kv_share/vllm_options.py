@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from mmcli.cli.options import flag
+from mmcli.cli.options import ENGINE, MEMORY, PARALLEL, flag
 
 DraftLayersOpt = Annotated[
     int,
@@ -15,6 +15,7 @@ DraftLayersOpt = Annotated[
         "--num-draft-layers",
         help="Attention layers a speculative-decoding drafter adds to the same pool (an "
         "EAGLE head: 1), with the target model's geometry.",
+        rich_help_panel=ENGINE,
     ),
 ]
 MtpOpt = Annotated[
@@ -23,6 +24,7 @@ MtpOpt = Annotated[
         "--mtp",
         help="Plan the config's multi-token-prediction layers too (vLLM builds them for "
         "speculative decoding with method mtp / deepseek_mtp).",
+        rich_help_panel=ENGINE,
     ),
 ]
 SpeculativeTokensOpt = Annotated[
@@ -33,6 +35,7 @@ SpeculativeTokensOpt = Annotated[
         help="num_speculative_tokens of vLLM's --speculative-config (default with --mtp: "
         "the MTP layer count): a Mamba / GDN state keeps that many more blocks per "
         "request and, for most hybrids, a wider conv state.",
+        rich_help_panel=ENGINE,
     ),
 ]
 SpeculativeConfigOpt = Annotated[
@@ -44,6 +47,7 @@ SpeculativeConfigOpt = Annotated[
         "none, eagle / eagle3 --num-draft-layers; instead of --mtp and "
         "--num-speculative-tokens.",
         show_default=False,
+        rich_help_panel=ENGINE,
     ),
 ]
 DataParallelOpt = Annotated[
@@ -53,6 +57,7 @@ DataParallelOpt = Annotated[
         "-dp",
         help="Replicas of tp × pp GPUs (vLLM's -dp): the deployment's KV tokens and "
         "concurrency grow with them, one GPU's memory does not.",
+        rich_help_panel=PARALLEL,
     ),
 ]
 MaxNumSeqsOpt = Annotated[
@@ -60,6 +65,7 @@ MaxNumSeqsOpt = Annotated[
     typer.Option(
         "--max-num-seqs",
         help="Requests run at once; a hybrid model's state pool is checked against it.",
+        rich_help_panel=MEMORY,
     ),
 ]
 EnforceEagerOpt = Annotated[
@@ -68,6 +74,7 @@ EnforceEagerOpt = Annotated[
         "--enforce-eager",
         help="vLLM's --enforce-eager: no CUDA graphs, so a hybrid model's state pool may hold "
         "fewer blocks than --max-num-seqs (with FULL decode graphs vLLM 0.20+ refuses that).",
+        rich_help_panel=ENGINE,
     ),
 ]
 
@@ -79,6 +86,7 @@ ChunkedHybridOpt = Annotated[
         "(Llama 4) keep their own groups, or the hybrid manager is off and they are planned as "
         "full attention (default: the release's, on from 0.14).",
         show_default=False,
+        rich_help_panel=ENGINE,
     ),
 ]
 
