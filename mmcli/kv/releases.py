@@ -126,6 +126,11 @@ class EngineRules:
     #: memory after warmup, keeping a margin of max(1 GiB, 0.75 × the transient peak)
     #: (v1/worker/extensible_kv_cache.py ``measure_kv_cache_bytes``).
     extensible_kv_cache: bool
+    #: The CUDA-graph memory estimate is taken off the KV memory
+    #: (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``, envs.py: absent before 0.18, default
+    #: "0" in 0.18 and 0.19, "1" from 0.20; v1/worker/gpu_worker.py
+    #: ``determine_available_memory`` subtracts ``profile_cudagraph_memory()`` when on).
+    cudagraph_estimate_subtracted: bool
     #: ``--max-model-len`` takes the ``t`` / ``T`` suffixes (``human_readable_int``, 0.13).
     max_len_tera: bool
     #: ``--max-model-len auto`` / ``-1``: the largest length that fits (0.14).
@@ -245,6 +250,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "default_block_size": 16,
             "default_gpu_memory_utilization": 0.9,
             "extensible_kv_cache": False,
+            "cudagraph_estimate_subtracted": False,
             "dsa_auto_ds_mla": False,
             "dsa_fp8_hook": False,
             "dsa_fp8_backend": False,
@@ -282,6 +288,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "hybrid_align_to_block_size": True,
             "full_graph_state_check": True,
             "default_gpu_memory_utilization": 0.92,
+            "cudagraph_estimate_subtracted": True,
             "dsa_fp8_hook": False,
         },
     ),

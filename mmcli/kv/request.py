@@ -49,6 +49,9 @@ class PlanRequest:
     gpu_memory_utilization: float | None = None
     #: With ``gpu``: activation and CUDA-graph memory held back (default 2GiB).
     reserve: str | None = None
+    #: vLLM's ``--kv-cache-memory-bytes``: the KV memory as given (the engine skips its
+    #: profile); with ``gpu`` it replaces the estimate, which is still shown.
+    kv_cache_memory_bytes: int | None = None
     # --- the requests ---------------------------------------------------------------------------
     #: A length (``32768``, ``"128k"``), ``"auto"`` (the largest that fits), or the model's.
     max_model_len: int | str | None = None

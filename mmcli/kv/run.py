@@ -122,11 +122,21 @@ def plan_run(request: PlanRequest, *, inputs_read: Callable[[], None] | None = N
     checks its output paths against the inputs."""
     from mmcli.kv.inputs.layer_config import load_document
     from mmcli.kv.inputs.model_source import resolve_model
-    from mmcli.kv.whatif.budget import gpu_budget
+    from mmcli.kv.whatif.budget import Profile, gpu_budget
 
     got = request.resolved
     source = resolve_model(request.model, request.revision)
     memory = request.memory
+    if request.kv_cache_memory_bytes is not None:
+        _check_kv_cache_memory_bytes(request)
+    model, doc = load_document(source.config)
+    profile = Profile(
+        doc,
+        request.max_num_batched_tokens,
+        request.max_num_seqs,
+        request.enforce_eager,
+        request.kv_cache_memory_bytes,
+    )
     estimate, weights = gpu_budget(
         request.gpu,
         None if memory is None else str(memory),
@@ -139,17 +149,16 @@ def plan_run(request: PlanRequest, *, inputs_read: Callable[[], None] | None = N
         request.tensor_parallel_size,
         request.pipeline_parallel_size,
         request.vllm_version,
+        profile,
     )
     options = _options(request, estimate)
     if got.engines.engine in ("sglang", "trtllm"):
         from mmcli.kv.side_by_side import engine_figures
 
-        model, doc = load_document(source.config)
         figures = engine_figures(got.engines, model, doc, options, request.gpu, weights)
         run = PlanRun(request, source, options, model, estimate, weights, engines=figures)
         return run
     device = _device(request.device)
-    model, doc = load_document(source.config)
     map_findings = []
     if request.map_path is not None:
         from pathlib import Path
@@ -204,6 +213,8 @@ def _options(request: PlanRequest, estimate: Estimate | None) -> PlanOptions:
     memory_bytes = memory if isinstance(memory, int) else None
     if estimate is not None:
         memory_bytes = estimate.memory_bytes()
+    if request.kv_cache_memory_bytes is not None:
+        memory_bytes = request.kv_cache_memory_bytes
     return PlanOptions(
         block_size=request.block_size,
         kv_dtype=request.kv_cache_dtype,
@@ -230,6 +241,24 @@ def _options(request: PlanRequest, estimate: Estimate | None) -> PlanOptions:
         allow_long_max_model_len=request.allow_long_max_model_len,
         max_num_batched_tokens_default=batched_default,
     )
+
+
+def _check_kv_cache_memory_bytes(request: PlanRequest) -> None:
+    """``--kv-cache-memory-bytes`` is the KV memory itself: positive, and not beside
+    ``--memory`` (which says the same)."""
+    from mmcli.errors import InputError
+
+    if request.memory is not None:
+        raise InputError(
+            "give --memory or --kv-cache-memory-bytes, not both",
+            hint="both are the KV memory per GPU; --kv-cache-memory-bytes is vLLM's own flag",
+        )
+    assert request.kv_cache_memory_bytes is not None
+    if request.kv_cache_memory_bytes <= 0:
+        raise InputError(
+            f"--kv-cache-memory-bytes must be positive, got {request.kv_cache_memory_bytes}",
+            hint="e.g. --kv-cache-memory-bytes 21474836480 (20 GiB)",
+        )
 
 
 def _device(spec: str) -> Any:

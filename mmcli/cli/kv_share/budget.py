@@ -21,4 +21,5 @@ def estimate_panel(est: Estimate) -> Group:
     for label, value in est.terms():
         table.add_row(label, f"{abs(value) / 2**30:,.2f} GiB")  # the label carries the sign
     panel = Panel(table, title="KV memory per GPU: an ESTIMATE", expand=False)
-    return Group(panel, Text(f"weights: {est.weights_source}"))
+    notes = [Text(f"note: {note}") for note in est.notes]
+    return Group(panel, Text(f"weights: {est.weights_source}"), *notes)

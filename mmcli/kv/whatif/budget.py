@@ -3,11 +3,18 @@ and what vLLM keeps back, as an estimate (:func:`mmcli.kv.whatif.gpus.estimate_k
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
 from mmcli.errors import InputError
 from mmcli.kv.inputs.model_source import ModelSource
 from mmcli.kv.inputs.weights import WeightsFigure, weights_figure
 from mmcli.kv.releases import rules_for
 from mmcli.kv.whatif.gpus import Estimate
+
+if TYPE_CHECKING:
+    from mmcli.kv.releases import EngineRules
+    from mmcli.kv.whatif.components import Component
 
 
 def gpu_budget(
@@ -22,6 +29,7 @@ def gpu_budget(
     tensor_parallel_size: int,
     pipeline_parallel_size: int,
     vllm_version: str | None = None,
+    profile: Profile | None = None,
 ) -> tuple[Estimate | None, WeightsFigure | None]:
     """``--gpu``'s estimate (vLLM's, when vLLM is planned) and the weights figure it took;
     ``utilization`` None is the release's default (0.9, 0.92 from 0.20, 1.0 from 0.34)."""
@@ -48,7 +56,73 @@ def gpu_budget(
     rules = rules_for(vllm_version)
     share = rules.default_gpu_memory_utilization if utilization is None else utilization
     args = (share, reserve, tensor_parallel_size, pipeline_parallel_size)
-    return estimate(gpu, figure, *args, extensible=rules.extensible_kv_cache), figure
+    parts, notes, transient = _components(gpu, reserve, tensor_parallel_size, rules, profile)
+    est = estimate(gpu, figure, *args, extensible=rules.extensible_kv_cache)
+    if parts or notes:
+        from mmcli.kv.whatif.gpus import estimate_kv_budget
+
+        est = estimate_kv_budget(
+            est.gpu,
+            est.utilization,
+            est.weights_bytes,
+            tp=tensor_parallel_size,
+            pp=pipeline_parallel_size,
+            weights_source=est.weights_source,
+            weights_estimated=est.weights_estimated,
+            extensible=rules.extensible_kv_cache,
+            reserve=est.reserve_bytes,
+            components=parts,
+            notes=notes,
+            transient=transient,
+        )
+    return est, figure
+
+
+@dataclass(frozen=True)
+class Profile:
+    """What vLLM's profile run depends on: the config's document and the batch limits
+    (None: the GPU's defaults)."""
+
+    doc: dict[str, Any]
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None
+    enforce_eager: bool = False
+    kv_cache_memory_bytes: int | None = None
+
+
+def _components(
+    gpu: str, reserve: str | None, tp: int, rules: EngineRules, profile: Profile | None
+) -> tuple[tuple[Component, ...], tuple[str, ...], int | None]:
+    """The named figures held back (empty: the flat reserve), notes, and the transient peak."""
+    from mmcli.kv.whatif import components as c
+    from mmcli.kv.whatif.gpus import (
+        default_max_num_batched_tokens,
+        default_max_num_seqs,
+        resolve_gpu,
+    )
+
+    if profile is None:
+        return (), (), None
+    notes: list[str] = []
+    if profile.kv_cache_memory_bytes is not None:
+        notes.append(
+            "--kv-cache-memory-bytes replaces this estimate: vLLM skips the memory profile "
+            "and takes the size as given"
+        )
+    device = resolve_gpu(gpu)
+    tokens = profile.max_num_batched_tokens or default_max_num_batched_tokens(device)
+    seqs = profile.max_num_seqs or default_max_num_seqs(device)
+    graphs = c.cuda_graphs(
+        seqs, subtracted=rules.cudagraph_estimate_subtracted, enforce_eager=profile.enforce_eager
+    )
+    if reserve is not None:
+        notes.append("--reserve replaces the activation peak, non-torch and CUDA-graph figures")
+        return (), tuple(notes), None
+    geo = c.geometry(profile.doc)
+    if geo is None:
+        return (), tuple(notes), None
+    peak = c.activation_peak(geo, tokens, seqs, tp)
+    return (peak, c.non_torch(tp), graphs), tuple(notes), peak.bytes
 
 
 def estimate(

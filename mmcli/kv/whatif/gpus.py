@@ -30,6 +30,7 @@ from typing import Any, Final
 from mmcli.errors import InputError
 from mmcli.kv.inputs.checkpoint import index_total as index_total  # re-exported
 from mmcli.kv.options import check_positive, parse_size
+from mmcli.kv.whatif.components import Component
 from mmcli.kv.whatif.gpu_table import GIB as GIB  # re-exported
 from mmcli.kv.whatif.gpu_table import GPU as GPU  # re-exported
 from mmcli.kv.whatif.gpu_table import GPUS as GPUS  # re-exported
@@ -91,6 +92,12 @@ class Estimate:
     #: The extensible KV cache's sizing margin (vLLM 0.34: max(1 GiB, 0.75 × the transient
     #: peak), kept below the device headroom), or 0 before it.
     margin_bytes: int = 0
+    #: The named figures the reserve is made of (:mod:`mmcli.kv.whatif.components`); empty:
+    #: one flat reserve.
+    components: tuple[Component, ...] = ()
+    #: Notes on how the figures were taken (``--reserve`` replacing the activation and
+    #: graph figures, ``--kv-cache-memory-bytes``).
+    notes: tuple[str, ...] = ()
 
     @property
     def extensible(self) -> bool:
@@ -134,10 +141,13 @@ class Estimate:
         ]
         if self.margin_cut_bytes:
             terms.append(("− extensible KV cache margin", -self.margin_cut_bytes))
+        held = [(f"− {c.name} (estimate)", -c.bytes) for c in self.components] or [
+            ("− activation / CUDA-graph reserve", -self.reserve_bytes)
+        ]
         return [
             *terms,
             (f"− {share}", -self.weights_per_gpu_bytes),
-            ("− activation / CUDA-graph reserve", -self.reserve_bytes),
+            *held,
             ("= KV cache per GPU (estimate)", self.kv_bytes),
         ]
 
@@ -166,6 +176,10 @@ class Estimate:
         if self.extensible:
             doc |= {"extensible_kv_cache_margin_bytes": self.margin_bytes}
             doc |= {"margin_cut_bytes": self.margin_cut_bytes}
+        if self.components:
+            doc |= {"components": [c.to_json() for c in self.components]}
+        if self.notes:
+            doc |= {"notes": list(self.notes)}
         return doc
 
     def _json(self) -> dict[str, Any]:
@@ -197,8 +211,16 @@ def estimate_kv_budget(
     weights_source: str = "--weights",
     weights_estimated: bool = False,
     extensible: bool = False,
+    components: tuple[Component, ...] = (),
+    notes: tuple[str, ...] = (),
+    transient: int | None = None,
 ) -> Estimate:
-    """total × utilization − weights ÷ (tp·pp) − reserve, every term kept (an estimate)."""
+    """total × utilization − weights ÷ (tp·pp) − reserve, every term kept (an estimate).
+
+    With ``components`` the reserve is their sum; ``transient`` (the activation peak) is
+    what the extensible cache's margin scales (default: the reserve)."""
+    if components:
+        reserve = sum(c.bytes for c in components)
     gpu = gpu_bytes if isinstance(gpu_bytes, GPU) else GPU("GPU", "given", gpu_bytes, "given")
     if not 0 < utilization <= 1:
         raise InputError(
@@ -216,9 +238,20 @@ def estimate_kv_budget(
         )
     check_positive("--tensor-parallel-size", tp)
     check_positive("--pipeline-parallel-size", pp)
-    margin = max(GIB, int(reserve * EXTENSIBLE_MARGIN_FRACTION)) if extensible else 0
+    peak = reserve if transient is None else transient
+    margin = max(GIB, int(peak * EXTENSIBLE_MARGIN_FRACTION)) if extensible else 0
     return Estimate(
-        gpu, utilization, weights_bytes, tp, pp, reserve, weights_source, weights_estimated, margin
+        gpu,
+        utilization,
+        weights_bytes,
+        tp,
+        pp,
+        reserve,
+        weights_source,
+        weights_estimated,
+        margin,
+        components,
+        notes,
     )
 
 
@@ -249,3 +282,11 @@ def default_max_num_batched_tokens(gpu: GPU | int, *, entry: str = "serve") -> i
     if entry == "serve":
         return 8192 if large else 2048
     return 16384 if large else 8192
+
+
+def default_max_num_seqs(gpu: GPU | int) -> int:
+    """vLLM's default ``max_num_seqs`` for this GPU (either entry point): 256 on GPUs under
+    70 GiB and on any A100, 1024 on larger ones (engine/arg_utils.py, 0.20)."""
+    total = gpu.total_bytes if isinstance(gpu, GPU) else gpu
+    a100 = isinstance(gpu, GPU) and "a100" in gpu.name.lower()
+    return 1024 if total >= LARGE_GPU_BYTES and not a100 else 256

@@ -1,0 +1,182 @@
+"""What vLLM keeps back from ``total × gpu_memory_utilization`` before the KV cache, as named
+figures: each an ESTIMATE with the inputs of its formula and where the formula comes from.
+
+vLLM's profile-based sizing (``determine_available_memory``, v1/worker/gpu_worker.py) takes
+the weights, the torch peak increase of a dummy forward of ``max_num_batched_tokens`` tokens
+and of the sampler over ``max_num_seqs`` rows (``profile_run``), the non-torch increase (CUDA
+context, NCCL and custom all-reduce buffers) and, where the release subtracts it, the CUDA
+graph memory estimate (``profile_cudagraph_memory``). The figures here stand for those
+measurements; the formulas and their constants are in docs and tests with their sources.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+GIB: Final = 2**30
+MIB: Final = 2**20
+
+#: Bytes per element of the dtypes a config names (``torch_dtype`` / ``dtype``).
+DTYPE_BYTES: Final = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4}
+
+#: The non-torch memory of one GPU without tensor parallelism: the engine's
+#: "non_torch_memory takes 0.16GiB" (https://github.com/vllm-project/vllm/pull/12126).
+NON_TORCH_BYTES: Final = int(0.16 * GIB)
+#: What tensor parallelism adds (NCCL and custom all-reduce buffers): the same model's
+#: non_torch_memory went from 1.79 GiB (tp 1) to 3.58 GiB (tp 2)
+#: (https://github.com/vllm-project/vllm/pull/10511).
+NON_TORCH_TP_BYTES: Final = int(1.79 * GIB)
+#: One captured CUDA graph: "PIECEWISE=16 (largest=16)" then "Estimated CUDA graph memory:
+#: 0.36 GiB total" (https://github.com/gpustack/runner/pull/251), 0.36 GiB ÷ 16.
+GRAPH_BYTES: Final = int(0.36 * GIB / 16)
+#: The fp32 copies of the logits the sampler makes over max_num_seqs rows (the logits cast
+#: to float32 and the probabilities / logprobs), beside the logits in the model dtype
+#: (``_dummy_sampler_run``, v1/worker/gpu_model_runner.py).
+SAMPLER_FP32_COPIES: Final = 2
+
+
+@dataclass(frozen=True)
+class Component:
+    """One figure held back from the usable memory: its bytes, inputs and source."""
+
+    name: str
+    bytes: int
+    inputs: dict[str, Any] = field(default_factory=dict)
+    source: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "bytes": self.bytes,
+            "inputs": self.inputs,
+            "source": self.source,
+        }
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """What the activation peak depends on, read from an HF config."""
+
+    hidden: int
+    intermediate: int
+    vocab: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    dtype_bytes: int
+    #: Experts each token is routed to (0: a dense MLP) and the experts' intermediate size.
+    topk: int = 0
+    moe_intermediate: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "hidden_size": self.hidden,
+            "intermediate_size": self.intermediate,
+            "vocab_size": self.vocab,
+            "num_attention_heads": self.heads,
+            "num_key_value_heads": self.kv_heads,
+            "head_dim": self.head_dim,
+            "dtype_bytes": self.dtype_bytes,
+            "num_experts_per_tok": self.topk,
+            "moe_intermediate_size": self.moe_intermediate,
+        }
+
+
+def geometry(doc: dict[str, Any]) -> Geometry | None:
+    """The geometry of an HF config (its ``text_config`` when it has one), or None when a key
+    the formula needs is missing (the estimate then keeps the flat reserve, saying so)."""
+    text = doc.get("text_config") if isinstance(doc.get("text_config"), dict) else doc
+    assert isinstance(text, dict)
+
+    def num(key: str, default: int | None = None) -> int | None:
+        value = text.get(key, doc.get(key, default))
+        return (
+            value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+        )
+
+    hidden, vocab, heads = num("hidden_size"), num("vocab_size"), num("num_attention_heads")
+    if hidden is None or vocab is None or heads is None:
+        return None
+    topk = num("num_experts_per_tok") or 0
+    moe = num("moe_intermediate_size") or (num("intermediate_size") if topk else None) or 0
+    intermediate = num("intermediate_size") or moe
+    if not intermediate:
+        return None
+    dtype = text.get("torch_dtype", text.get("dtype", doc.get("torch_dtype", doc.get("dtype"))))
+    return Geometry(
+        hidden=hidden,
+        intermediate=intermediate,
+        vocab=vocab,
+        heads=heads,
+        kv_heads=num("num_key_value_heads") or heads,
+        head_dim=num("head_dim") or hidden // heads,
+        dtype_bytes=DTYPE_BYTES.get(str(dtype), 2),
+        topk=topk,
+        moe_intermediate=moe if topk else 0,
+    )
+
+
+def activation_peak(geo: Geometry, tokens: int, seqs: int, tp: int = 1) -> Component:
+    """The torch peak of the profile run: the larger of the forward's and the sampler's.
+
+    Forward (``_dummy_run`` of ``tokens``): the residual and the normed hidden states
+    (2·H), q/k/v ((heads + 2·kv_heads)·head_dim ÷ tp) and the MLP's gate/up output with its
+    activation (3·I ÷ tp; for MoE the routed tokens × topk through the fused-MoE workspaces,
+    3·topk·I_moe ÷ tp), each ``tokens`` × dtype bytes. Sampler (``_dummy_sampler_run``):
+    ``seqs`` × vocab logits in the model dtype plus their fp32 copies, beside the forward's
+    hidden states.
+    """
+    d = geo.dtype_bytes
+    mlp = 3 * (geo.topk * geo.moe_intermediate if geo.topk else geo.intermediate)
+    qkv = (geo.heads + 2 * geo.kv_heads) * geo.head_dim
+    forward = tokens * (2 * geo.hidden + (qkv + mlp) // tp) * d
+    sampler = seqs * geo.vocab * (d + 4 * SAMPLER_FP32_COPIES) + tokens * geo.hidden * d
+    inputs = {"max_num_batched_tokens": tokens, "max_num_seqs": seqs, "tensor_parallel_size": tp}
+    inputs |= geo.to_json() | {"forward_bytes": forward, "sampler_bytes": sampler}
+    return Component(
+        "activation peak",
+        max(forward, sampler),
+        inputs,
+        "profile_run (v1/worker/gpu_model_runner.py): dummy forward of max_num_batched_tokens "
+        "and sampler run over max_num_seqs",
+    )
+
+
+def non_torch(tp: int) -> Component:
+    """CUDA context and, with tp > 1, NCCL / custom all-reduce buffers."""
+    size = NON_TORCH_BYTES + (NON_TORCH_TP_BYTES if tp > 1 else 0)
+    return Component(
+        "non-torch memory",
+        size,
+        {"tensor_parallel_size": tp, "base_bytes": NON_TORCH_BYTES, "tp_bytes": NON_TORCH_TP_BYTES},
+        "non_torch_increase of memory_profiling (vllm/utils); figures from published logs",
+    )
+
+
+def capture_sizes(max_num_seqs: int) -> int:
+    """How many batch sizes vLLM captures by default: 1, 2, 4, multiples of 8 below 256, then
+    multiples of 16 up to min(2 × max_num_seqs, 512) (config/vllm.py)."""
+    top = min(2 * max_num_seqs, 512)
+    return len([s for s in [1, 2, 4, *range(8, 256, 8), *range(256, top + 1, 16)] if s <= top])
+
+
+def cuda_graphs(max_num_seqs: int, *, subtracted: bool, enforce_eager: bool) -> Component:
+    """The CUDA-graph memory estimate: capture sizes × one graph's bytes; 0 with
+    ``--enforce-eager`` or where the release does not subtract it."""
+    count = capture_sizes(max_num_seqs)
+    size = count * GRAPH_BYTES if subtracted and not enforce_eager else 0
+    inputs = {
+        "max_num_seqs": max_num_seqs,
+        "capture_sizes": count,
+        "graph_bytes": GRAPH_BYTES,
+        "subtracted": subtracted,
+        "enforce_eager": enforce_eager,
+    }
+    return Component(
+        "CUDA-graph estimate",
+        size,
+        inputs,
+        "profile_cudagraph_memory (v1/worker/gpu_model_runner.py), subtracted when "
+        "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS is on",
+    )
