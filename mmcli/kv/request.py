@@ -22,6 +22,7 @@ from mmcli.kv.side_by_side import EngineArgs, refuse_vllm_only
 from mmcli.text import quoted
 
 if TYPE_CHECKING:
+    from mmcli.kv.serve import ServeArgs
     from mmcli.kv.whatif.sweep import SweepSpec
 
 #: The engines a plan is made for (``all``: vLLM, SGLang and TensorRT-LLM side by side).
@@ -32,8 +33,9 @@ Engine = Literal["vllm", "sglang", "trtllm", "all"]
 class PlanRequest:
     """One ``kv-share plan``: the model, the memory, the engine and its settings."""
 
-    #: A config file, a local model folder, or a Hub repo id (a local path wins).
-    model: str | Path
+    #: A config file, a local model folder, or a Hub repo id (a local path wins); empty: the
+    #: model of the ``serve`` line.
+    model: str | Path = ""
     #: With a Hub repo id: the branch, tag or commit.
     revision: str | None = None
     #: A ``{layer: target}`` JSON map that replaces the map the config implies.
@@ -97,12 +99,17 @@ class PlanRequest:
     page_size: int | None = None
     tokens_per_block: int | None = None
     free_gpu_memory_fraction: float | None = None
+    #: A ``vllm serve`` line (text split as a shell splits it, or tokens) read with the flags of
+    #: ``vllm_version``: its model and its settings that change KV memory fill these fields.
+    serve: str | tuple[str, ...] | list[str] | None = None
     #: What the checks resolved (filled in by ``__post_init__``).
     resolved: _Resolved = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         from mmcli.kv.engine.max_len import parse_max_model_len
         from mmcli.kv.speculative import speculative_options
+
+        serve = None if self.serve is None else apply_serve(self)
 
         partition = self.pp_layer_partition
         if isinstance(partition, str):
@@ -154,7 +161,7 @@ class PlanRequest:
             from mmcli.kv.whatif.sweep import parse_sweep
 
             sweep = parse_sweep(self.sweep)  # refused before any planning
-        resolved = _Resolved(engines, partition, mtp, tokens, drafts, length, sweep)
+        resolved = _Resolved(engines, partition, mtp, tokens, drafts, length, sweep, serve)
         object.__setattr__(self, "resolved", resolved)
 
 
@@ -170,6 +177,51 @@ class _Resolved:
     num_draft_layers: int
     max_model_len: int | str | None
     sweep: SweepSpec | None
+    serve: ServeArgs | None = None
+
+
+def apply_serve(request: PlanRequest) -> ServeArgs:
+    """Read the request's serve line and set the fields its settings name; a setting also
+    given as an mmcli option is refused, naming both."""
+    from dataclasses import fields
+
+    from mmcli.kv.serve import parse_serve_line
+
+    assert request.serve is not None
+    args = parse_serve_line(request.serve, request.vllm_version)
+    defaults = {f.name: f.default for f in fields(request) if f.init}
+    if args.model is not None and request.model not in ("", args.model):
+        raise InputError(
+            f"the model is named twice: MODEL {quoted(str(request.model))} and the serve "
+            f"line's {quoted(args.model)}",
+            hint="name the model once, on the serve line",
+        )
+    model = args.model if args.model is not None else request.model
+    if model in ("", None):
+        raise InputError("the serve line names no model", hint="vllm serve MODEL [FLAGS]")
+    object.__setattr__(request, "model", model)
+    settings = {_field_of(k): k for k in args.applied}
+    for name, value in args.request_fields().items():
+        if getattr(request, name) != defaults[name]:
+            flag = args.sources[settings.get(name, "dtype")]
+            raise InputError(
+                f"{flag} on the serve line and --{name.replace('_', '-')} both set {name}",
+                hint="give the setting once, on the serve line or as an mmcli option",
+            )
+        object.__setattr__(request, name, value)
+    if args.weights and request.gpu is not None and request.weights is None:
+        raise InputError(
+            f"{', '.join(args.weights)} on the serve line change(s) the weights that --gpu "
+            "reads from the model",
+            hint="give --weights the size the weights load to, or plan with --memory",
+        )
+    return args
+
+
+def _field_of(setting: str) -> str:
+    from mmcli.kv.serve import APPLIED
+
+    return APPLIED[setting][0] if setting in APPLIED else setting
 
 
 def parse_partition(text: str) -> tuple[int, ...]:

@@ -90,7 +90,13 @@ class PlanRun:
 
     def to_json(self, *, lazy_layers: bool = False) -> dict[str, Any]:
         """The ``--format json`` document (``lazy_layers``: a plan's layers as a lazy list,
-        for a streaming writer)."""
+        for a streaming writer), with the serve line's settings when there is one."""
+        doc = self._document(lazy_layers)
+        if (serve := self.request.resolved.serve) is not None:
+            doc["serve"] = serve.to_json()
+        return doc
+
+    def _document(self, lazy_layers: bool) -> dict[str, Any]:
         if self.engines:
             engines = [r.to_json() for r in self.engines]
             return {

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+import typer.core
 
 from mmcli.cli._boundary import guarded
 from mmcli.cli._output import OutputFormat, emit_json, stdout
@@ -46,7 +47,24 @@ EXAMPLE = (
 )
 
 
-@app.command("plan", cls=PanelledCommand, epilog=EXAMPLE, no_args_is_help=True)
+class _ServeLineCommand(PanelledCommand):
+    """The plan command; what follows ``--`` is a ``vllm serve`` line: the ``serve`` parameter
+    as its tokens."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if "--" not in args:
+            return super().parse_args(ctx, args)
+        line = args[args.index("--") + 1 :]
+        asked, self.no_args_is_help = self.no_args_is_help, False
+        try:
+            rest = super().parse_args(ctx, args[: args.index("--")])
+        finally:
+            self.no_args_is_help = asked
+        ctx.params["serve"] = None if ctx.params.get("serve") is not None else line
+        return rest
+
+
+@app.command("plan", epilog=EXAMPLE, no_args_is_help=True, cls=_ServeLineCommand)
 @guarded
 def plan(
     model: Annotated[
@@ -54,10 +72,11 @@ def plan(
         typer.Argument(
             metavar="MODEL",
             help="A Hugging Face config.json or an mmcli layer config (.json, .toml), a local "
-            "model folder, or a Hub repo id (org/name; a local path wins).",
+            "model folder, or a Hub repo id (org/name; a local path wins). With "
+            "-- vllm serve MODEL [FLAGS] or --serve: the serve line's.",
             show_default=False,
         ),
-    ],
+    ] = "",
     revision: RevisionOpt = None,
     map_path: Annotated[
         Path | None,
@@ -301,6 +320,7 @@ def plan(
     tokens_per_block: eng.TokensPerBlockOpt = None,
     free_gpu_memory_fraction: eng.FreeFractionOpt = None,
     output_format: FormatOpt = OutputFormat.table,
+    serve: vo.ServeOpt = None,
 ) -> None:
     """Validate a KV-sharing map and plan the KV cache as the engine would build it.
 
@@ -308,8 +328,15 @@ def plan(
     """
     request_args = dict(locals())  # the parameters are PlanRequest's fields, but for these:
     outputs = [request_args.pop(name) for name in OUTPUT_PARAMETERS]
-    from mmcli.kv import PlanRequest, plan_run, refuse_vllm_only
+    from mmcli.kv import PlanRequest, plan_run, refuse_vllm_only, serve_option
 
+    if serve is None and not model:
+        raise InputError(
+            "MODEL is missing (or two serve lines were given: --serve and -- …)",
+            hint="kv-share plan MODEL [OPTIONS], or kv-share plan [OPTIONS] -- vllm serve MODEL …",
+        )
+    if isinstance(serve, str):  # a list: the tokens after --
+        request_args["serve"] = serve_option(serve)
     request = PlanRequest(**request_args)
     refuse_vllm_only(request.resolved.engines, {"--emit-map": emit_map})
     if emit_map is not None and sweep is not None:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from mmcli.cli.options import ENGINE, MEMORY, PARALLEL, flag
+from mmcli.cli.options import ENGINE, INPUT, MEMORY, PARALLEL, flag
 
 DraftLayersOpt = Annotated[
     int,
@@ -94,3 +94,15 @@ ChunkedHybridOpt = Annotated[
 def vllm_only(chunked_hybrid: bool | None) -> dict[str, bool]:
     """These options, as ``refuse_vllm_only`` reads them (given either way: refused)."""
     return {"--chunked-local-attn-hybrid": chunked_hybrid is not None}
+
+
+ServeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--serve",
+        help="A vllm serve line, read with the flags of --vllm-version (@FILE: read from a "
+        "file, -: from stdin); or put it last: -- vllm serve MODEL [FLAGS].",
+        show_default=False,
+        rich_help_panel=INPUT,
+    ),
+]

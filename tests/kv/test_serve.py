@@ -1,0 +1,80 @@
+"""A vllm serve line read with a release's own flags (mmcli/kv/data/vllm_serve_flags.json, written
+by scripts/extract_vllm_flags.py from each release's vllm/engine/arg_utils.py and serve front end).
+
+Facts used: vLLM 0.34.0 vllm/engine/arg_utils.py registers "--tensor-parallel-size", "-tp",
+"--speculative-config", "-sc", and "--enable-prefix-caching" / "--enforce-eager" from bool config
+fields (BooleanOptionalAction, so --no-enable-prefix-caching); vLLM 0.16.0
+vllm/engine/arg_utils.py AsyncEngineArgs.add_cli_args registers "--disable-log-requests", which
+0.17.0 no longer has."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mmcli.errors import InputError
+from mmcli.kv import PlanRequest, parse_serve_line, plan_run
+from mmcli.kv.serve_flags import flag_table, releases
+
+CONFIG = "samples/kv/gemma3n-e2b-like.json"
+
+
+def test_data_shape_and_cited_flags() -> None:
+    assert releases()[0] == "0.10.0" and releases()[-1] == "0.34.0"
+    newest = flag_table("0.34.0")
+    assert newest["--tensor-parallel-size"].aliases == ("-tp",)
+    assert newest["--speculative-config"].kind == "json"
+    assert newest["--enable-prefix-caching"].kind == "bool"
+    assert newest["--kv-cache-dtype"].dest == "cache_dtype"
+    assert "--disable-log-requests" in flag_table("0.16.0")
+    assert "--disable-log-requests" not in flag_table("0.17.0")
+
+
+def test_forms() -> None:
+    args = parse_serve_line(
+        "vllm serve Qwen/Qwen3-8B -tp 2 --max-model-len=32768 --no-enable-prefix-caching "
+        '--enforce-eager --speculative-config \'{"method": "mtp", "num_speculative_tokens": 2}\''
+        " --host 0.0.0.0 --kv_cache_dtype fp8"
+    )
+    assert args.model == "Qwen/Qwen3-8B"
+    assert args.applied == {
+        "tensor_parallel_size": 2,
+        "max_model_len": "32768",
+        "enable_prefix_caching": False,
+        "enforce_eager": True,
+        "speculative_config": {"method": "mtp", "num_speculative_tokens": 2},
+        "kv_cache_dtype": "fp8",
+    }
+    assert args.not_affecting == ("--host",)
+
+
+@pytest.mark.parametrize(
+    ("line", "release", "said"),
+    [
+        ("m --foo", None, "--foo is not a flag"),
+        ("m --disable-log-requests", None, "--disable-log-requests was removed after vLLM 0.16.0"),
+        ("m -tp two", None, "-tp takes an integer"),
+        ("m --speculative-config {bad", None, "--speculative-config takes JSON"),
+        ("m --kv-transfer-config {}", None, "--kv-transfer-config changes the KV memory"),
+        ("m --enforce-eager=1", None, "--enforce-eager takes no value"),
+    ],
+)
+def test_refused(line: str, release: str | None, said: str) -> None:
+    with pytest.raises(InputError, match=said.replace("{", r"\{")):
+        parse_serve_line(line, release)
+
+
+def test_serve_line_plans_as_options(tmp_path) -> None:
+    line = f"vllm serve {CONFIG} --max-model-len 32768 --kv-cache-memory-bytes 21474836480"
+    served = plan_run(PlanRequest(serve=line)).to_json()
+    assert served.pop("serve")["applied"]["kv_cache_memory_bytes"] == 21474836480
+    plain = plan_run(PlanRequest(CONFIG, memory="20GiB", max_model_len=32768)).to_json()
+    assert json.dumps(served, sort_keys=True, default=str) == json.dumps(
+        plain, sort_keys=True, default=str
+    )
+
+
+def test_conflict_with_option() -> None:
+    with pytest.raises(InputError, match="-tp on the serve line and --tensor-parallel-size"):
+        PlanRequest(serve=f"vllm serve {CONFIG} -tp 2", tensor_parallel_size=4)
