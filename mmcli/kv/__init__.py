@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from mmcli.kv.result import ENGINE_CODES, KVPlan, SidePlan
     from mmcli.kv.side_by_side import refuse_vllm_only
     from mmcli.kv.state import MambaSpec
+    from mmcli.kv.trtllm.releases import trtllm_releases_help
     from mmcli.kv.whatif.gpus import Estimate
     from mmcli.kv.whatif.sweep import Sweep
 
@@ -62,6 +63,7 @@ _LAZY = {
     "SidePlan": "mmcli.kv.result",
     "refuse_vllm_only": "mmcli.kv.side_by_side",
     "MambaSpec": "mmcli.kv.state",
+    "trtllm_releases_help": "mmcli.kv.trtllm.releases",
     "Estimate": "mmcli.kv.whatif.gpus",
     "Sweep": "mmcli.kv.whatif.sweep",
 }
@@ -98,6 +100,7 @@ __all__ = [
     "resolve_model",
     "read_head",
     "describe",
+    "trtllm_releases_help",
     "ENGINE_CODES",
     "KVPlan",
     "SidePlan",
