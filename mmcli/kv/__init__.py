@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from mmcli.kv.serve import ServeArgs, parse_serve_line, serve_option
     from mmcli.kv.side_by_side import refuse_vllm_only
     from mmcli.kv.state import MambaSpec
+    from mmcli.kv.trtllm.releases import trtllm_releases_help
     from mmcli.kv.whatif.gpus import Estimate
     from mmcli.kv.whatif.sweep import Sweep
 
@@ -66,6 +67,7 @@ _LAZY = {
     "parse_serve_line": "mmcli.kv.serve",
     "serve_option": "mmcli.kv.serve",
     "MambaSpec": "mmcli.kv.state",
+    "trtllm_releases_help": "mmcli.kv.trtllm.releases",
     "Estimate": "mmcli.kv.whatif.gpus",
     "Sweep": "mmcli.kv.whatif.sweep",
 }
@@ -105,6 +107,7 @@ __all__ = [
     "ServeArgs",
     "parse_serve_line",
     "serve_option",
+    "trtllm_releases_help",
     "ENGINE_CODES",
     "KVPlan",
     "SidePlan",

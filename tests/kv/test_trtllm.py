@@ -12,6 +12,7 @@ from hf_configs import gemma
 from mmcli.errors import InputError
 from mmcli.kv.inputs.layer_config import load_config, read_document
 from mmcli.kv.trtllm import TrtllmOptions, plan_trtllm, trtllm_rules
+from mmcli.kv.trtllm.releases import RELEASES, UNREAD, trtllm_releases_help
 
 CONFIGS = Path(__file__).parent / "configs"
 GiB = 2**30
@@ -124,13 +125,39 @@ def test_releases() -> None:
 
 @pytest.mark.parametrize("release", ["1.2", "1.2.0", "v1.2.1", "1.3.0rc7"])
 def test_releases_whose_source_was_not_read_are_refused(release: str) -> None:
-    # 1.2.0 / 1.2.1 are the newest stable tensorrt-llm on PyPI and 1.3.0rc7 a pre-release, but
-    # PyPI's tensorrt-llm 1.2.0 is a stub sdist (no wheel): their KV sizing was not read, so
-    # they are refused rather than planned with 1.1's rules.
+    # 1.2.0 / 1.2.1 are the newest stable tensorrt-llm on PyPI and 1.3.0rc7 a pre-release
+    # NVIDIA's containers ship, but pip finds no wheel of them and no stored copy of the
+    # PyTorch backend's KV-sizing files is at a commit of those releases (the release/1.2.1
+    # pin 2fdb9e6 of triton-inference-server/tensorrtllm_backend#856 and the 1.2.0rc5-rc8 pins
+    # are not among the stored versions): they are refused, naming why, rather than planned
+    # with 1.1's rules.
     with pytest.raises(InputError, match=f"TensorRT-LLM {release} is not mirrored") as info:
         trtllm_rules(release)
+    message = str(info.value)
+    assert "pip finds no tensorrt-llm" in message
+    assert "_torch/pyexecutor/_util.py, resource_manager.py or llmapi/llm_args.py" in message
     assert info.value.hint == "use one of the releases read: 0.13, 1.1"
     assert trtllm_rules(None).release == "1.1"
+
+
+def test_the_unread_releases_name_what_they_change() -> None:
+    # 1.2: the issue's per-window (VSWA) pools, max_gpu_total_bytes, use_kv_cache_manager_v2;
+    # 1.3 pre-releases: the V2 manager ('auto'), named as the reason.
+    with pytest.raises(InputError, match="per-window \\(VSWA\\) pools, max_gpu_total_bytes"):
+        trtllm_rules("1.2.1")
+    with pytest.raises(InputError, match="KV cache manager V2 .*use_kv_cache_manager_v2"):
+        trtllm_rules("1.3.0rc7")
+    with pytest.raises(InputError, match="its KV-sizing source was not read"):
+        trtllm_rules("0.12")
+
+
+def test_the_version_help_is_formatted_from_the_tables() -> None:
+    text = trtllm_releases_help()
+    for rules in RELEASES:
+        assert f"{rules.release}: " in text
+    for unread in UNREAD:
+        assert f"{unread.series}.x ({unread.known})" in text
+    assert "1.1: PyTorch backend, the default" in text
 
 
 def test_non_positive_sizes_are_refused() -> None:

@@ -15,6 +15,7 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
+from mmcli import kv
 from mmcli.cli._output import stdout
 from mmcli.cli.options import ENGINE
 
@@ -43,9 +44,7 @@ TrtllmVersionOpt = Annotated[
     str | None,
     typer.Option(
         "--trtllm-version",
-        help="With --engine trtllm/all: the TensorRT-LLM release (0.13: C++ runtime; 1.1: "
-        "PyTorch backend, the default). Others, 1.2.x and 1.3 included, are refused: not "
-        "mirrored.",
+        help=kv.trtllm_releases_help(),
         rich_help_panel=ENGINE,
     ),
 ]

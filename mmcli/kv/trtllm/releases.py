@@ -52,6 +52,46 @@ DEFAULT_RELEASE = RELEASES[-1].release
 _BY_NAME = {r.release: r for r in RELEASES}
 
 
+@dataclass(frozen=True)
+class UnreadRelease:
+    """A TensorRT-LLM release series that exists but is not mirrored, and exactly why."""
+
+    #: The major.minor every release of the series starts with (``1.2`` covers 1.2.0, 1.2.1).
+    series: str
+    #: The published releases of the series the refusal was checked against.
+    known: str
+    #: What was tried to read its KV sizing, and what failed.
+    tried: str
+    #: What its KV sizing changed that is therefore not mirrored.
+    unread: str
+
+
+_NO_SOURCE = (
+    "pip finds no tensorrt-llm {known} wheel{sdist}, and no stored copy of "
+    "tensorrt_llm/_torch/pyexecutor/_util.py, resource_manager.py or llmapi/llm_args.py is "
+    "at a commit of the release (the GitHub repository is too large to fetch)"
+)
+
+#: Releases refused for want of their source; the provenance is in docs/kv-share-engines.md.
+UNREAD: tuple[UnreadRelease, ...] = (
+    UnreadRelease(
+        "1.2",
+        "1.2.0, 1.2.1",
+        _NO_SOURCE.format(known="1.2.0 or 1.2.1", sdist=" (PyPI's sdist is a stub)"),
+        "its per-window (VSWA) pools, max_gpu_total_bytes and use_kv_cache_manager_v2 were "
+        "not read",
+    ),
+    UnreadRelease(
+        "1.3",
+        "1.3.0rc7",
+        _NO_SOURCE.format(known="1.3.0rcN", sdist=""),
+        "the KV cache manager V2 its pre-releases may pick by default "
+        "(use_kv_cache_manager_v2 'auto', capacity from max_gpu_total_bytes) was not read",
+    ),
+)
+_UNREAD = {u.series: u for u in UNREAD}
+
+
 def trtllm_rules(release: str | None) -> TrtllmRules:
     """The rules of ``release`` (None: the newest mirrored); refuses a release not read."""
     if release is None:
@@ -60,9 +100,28 @@ def trtllm_rules(release: str | None) -> TrtllmRules:
     found = _BY_NAME.get(name) or _BY_NAME.get(".".join(name.split(".")[:2]))
     if found is None:
         read = ", ".join(r.release for r in RELEASES)
+        unread = _UNREAD.get(".".join(name.split(".")[:2]))
+        why = (
+            "its KV-sizing source was not read"
+            if unread is None
+            else f"{unread.tried}: {unread.unread}"
+        )
         raise InputError(
-            f"--trtllm-version {release}: TensorRT-LLM {release} is not mirrored (its "
-            "KV-sizing source was not read)",
+            f"--trtllm-version {release}: TensorRT-LLM {release} is not mirrored ({why})",
             hint=f"use one of the releases read: {read}",
         )
     return found
+
+
+def trtllm_releases_help() -> str:
+    """The --trtllm-version help: the releases read, then those refused, from the tables."""
+    read = "; ".join(
+        f"{r.release}: {'C++ runtime' if r.path == 'cpp' else 'PyTorch backend'}"
+        + (", the default" if r.release == DEFAULT_RELEASE else "")
+        for r in RELEASES
+    )
+    refused = ", ".join(f"{u.series}.x ({u.known})" for u in UNREAD)
+    return (
+        f"With --engine trtllm/all: the TensorRT-LLM release ({read}). Others are refused, "
+        f"among them {refused}: their KV-sizing source was not read."
+    )
