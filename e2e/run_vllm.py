@@ -18,7 +18,8 @@ checks the dumps with ``mmcli check-embeddings`` and, against the reference, ``m
   ``hidden-size``.
 * ``scale`` / ``reverse`` — ``always``: rows times 0.5, or each item's rows reversed; every
   dump checks clean (they are structurally fine) and ``mmcli compare`` reports
-  ``compare-scale`` / ``compare-permuted``.
+  ``compare-scale`` / ``compare-permuted``. ``reverse`` runs the engine in bfloat16 against
+  the float32 reference, as in real use: the permutation is found through the engine's noise.
 
 A comparison step is skipped (and said to be) when the installed mmcli has no ``compare``
 command. Exit 0 when every scenario passes. The engine runs in one process
@@ -50,6 +51,7 @@ class Scenario:
     raises: str | None  # the engine's exception type expected from generate (None: succeeds)
     compare: str | None  # "ok" (exit 0) or the compare finding expected; None: no compare
     one_by_one: bool  # one prompt per generate call (one dump per prompt: pairable)
+    dtype: str = "float32"  # the engine's dtype (the transformers reference runs in float32)
 
 
 SCENARIOS = {
@@ -59,7 +61,7 @@ SCENARIOS = {
     "zero-items": Scenario(None, "zero", "item-count", "AssertionError", None, True),
     "narrow": Scenario(None, "narrow", "hidden-size", "ValueError", None, True),
     "scale": Scenario("always", "scale", None, None, "compare-scale", True),
-    "reverse": Scenario("always", "reverse", None, None, "compare-permuted", True),
+    "reverse": Scenario("always", "reverse", None, None, "compare-permuted", True, "bfloat16"),
 }
 
 
@@ -86,7 +88,7 @@ def engine_env(out: Path, mode: str | None, fault: str | None) -> dict[str, str]
 # --------------------------------------------------------------------------- child: one engine
 
 
-def child(model: str, result_file: Path, fault: str | None, one_by_one: bool) -> None:
+def child(model: str, result_file: Path, fault: str | None, one_by_one: bool, dtype: str) -> None:
     from vllm import LLM, SamplingParams
 
     sys.path.insert(0, str(HERE))
@@ -103,7 +105,7 @@ def child(model: str, result_file: Path, fault: str | None, one_by_one: bool) ->
             model=model,
             max_model_len=256,
             enforce_eager=True,
-            dtype="float32",
+            dtype=dtype,
             max_num_seqs=2,
             max_num_batched_tokens=256,
             limit_mm_per_prompt={"image": 1},
@@ -217,7 +219,11 @@ def run_scenario(
             config = json.loads((model_dir / "config.json").read_text())
             config["architectures"] = ["MmcliFaultyLlavaForConditionalGeneration"]
             (model_dir / "config.json").write_text(json.dumps(config, indent=2))
-    print(f"\n=== {name}: MMCLI_DUMP_MODE={mode or '(default: failure)'} fault={fault}", flush=True)
+    print(
+        f"\n=== {name}: MMCLI_DUMP_MODE={mode or '(default: failure)'} fault={fault} "
+        f"dtype={scenario.dtype}",
+        flush=True,
+    )
     start = time.time()
     log = out / f"{name}.log"
     with log.open("w") as f:
@@ -230,6 +236,7 @@ def run_scenario(
                 str(result_file),
                 fault or "",
                 "1" if scenario.one_by_one else "",
+                scenario.dtype,
             ],
             env=engine_env(dumps, mode, fault),
             stdout=f,
@@ -308,7 +315,7 @@ def run_scenario(
 
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        child(sys.argv[2], Path(sys.argv[3]), sys.argv[4] or None, bool(sys.argv[5]))
+        child(sys.argv[2], Path(sys.argv[3]), sys.argv[4] or None, bool(sys.argv[5]), sys.argv[6])
         return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", type=Path, required=True)

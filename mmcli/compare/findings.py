@@ -104,6 +104,18 @@ def diagnose(index: int, ref: torch.Tensor, cand: torch.Tensor, m: ItemMetrics) 
         f"cosine {_cos(m.cosine)}, min row cosine {_cos(m.row_cosine_min)} (row "
         f"{m.row_cosine_min_row}), max abs {_g(m.max_abs)}, rel RMSE {_g(m.rel_rmse)}"
     )
+    perm = patterns.find_permutation(ref, cand) if not m.nonfinite_one_sided else None
+    if perm is not None:  # judged first: rows alike enough can pass the tolerance out of order
+        return [
+            finding(
+                "compare-permuted",
+                f"item {index}: every row matches a REF row one-to-one under a permutation, "
+                f"far closer than in order: {patterns.describe_permutation(perm)} ({summary})",
+                "patch order differs: the spatial-merge / patch-flatten order (block-major "
+                "against raster, a transposed grid) in CAND's vision tower or processor",
+                index,
+            )
+        ]
     if m.passed:
         ulp = f", max {m.max_ulp} ULP" if m.max_ulp is not None else ""
         return [
@@ -130,19 +142,6 @@ def diagnose(index: int, ref: torch.Tensor, cand: torch.Tensor, m: ItemMetrics) 
                 if fp16
                 else "a NaN/inf produced on that side only: an overflow, a division by zero "
                 "or uninitialised memory; `mmcli check-embeddings` on that dump locates it",
-                index,
-            )
-        ]
-    floor = tol.min_row_cosine if tol.min_row_cosine is not None else patterns.COLLINEAR
-    perm = patterns.find_permutation(ref, cand, rows, min(floor, patterns.COLLINEAR))
-    if perm is not None:
-        return [
-            finding(
-                "compare-permuted",
-                f"item {index}: every row matches a REF row one-to-one under a permutation: "
-                f"{patterns.describe_permutation(perm)} ({summary})",
-                "patch order differs: the spatial-merge / patch-flatten order (block-major "
-                "against raster, a transposed grid) in CAND's vision tower or processor",
                 index,
             )
         ]

@@ -235,3 +235,45 @@ def test_masks_differ(compare, base) -> None:
 def test_absent_mask_equals_an_all_true_one(compare, base) -> None:
     full = [torch.ones(t.shape[0], dtype=torch.bool) for t in base]
     assert codes(compare(base, base, ref_meta={"is_embed": full})) == []
+
+
+def _engine_noise(t: torch.Tensor, relative: float, seed: int) -> torch.Tensor:
+    """``t`` (float32) plus seeded noise of ``relative`` × its own spread, rounded to bf16: what
+    a second engine's bf16 kernels leave (the port profile's bf16 row floor is 0.99)."""
+    return noisy(t.float(), relative * float(t.float().std()), seed).to(torch.bfloat16)
+
+
+@pytest.mark.parametrize("relative", [0.05, 0.1])
+def test_reversed_rows_under_bf16_noise(compare, base, relative: float) -> None:
+    ref = base[2].float()
+    cand = _engine_noise(ref, relative, 7)
+    row_cos = torch.nn.functional.cosine_similarity(f64(ref), f64(cand), dim=1)
+    assert float(row_cos.min()) > 0.99  # in order, this much noise is within the bf16 row floor
+    assert codes(compare([ref], [cand])) != [("compare-permuted", 0)]
+    report = compare([ref], [cand.flip(0)])
+    assert codes(report) == [("compare-permuted", 0)]
+    assert "reverse order" in report.all_findings()[0].message
+
+
+def _alike_rows() -> torch.Tensor:
+    """36 rows sharing one large direction (every pair of rows at cosine > 0.99), as encoder
+    outputs with a dominant common component are."""
+    gen = torch.Generator().manual_seed(3)
+    common = torch.randn(64, generator=gen, dtype=torch.float64)
+    return (4 * common + 0.1 * torch.randn(36, 64, generator=gen, dtype=torch.float64)).float()
+
+
+def test_alike_rows_reversed_under_noise_are_permuted_not_numerics(compare) -> None:
+    ref = _alike_rows()
+    unit = torch.nn.functional.normalize(f64(ref), dim=1)
+    assert float((unit @ unit.T).min()) > 0.99
+    cand = _engine_noise(ref, 0.002, 8).flip(0)
+    report = compare([ref], [cand])
+    item = report.pairs[0].items[0]
+    assert item.metrics is not None and item.metrics.passed  # out of order, within tolerance
+    assert codes(report) == [("compare-permuted", 0)]
+
+
+def test_alike_rows_with_noise_only_stay_numerics(compare) -> None:
+    ref = _alike_rows()
+    assert codes(compare([ref], [_engine_noise(ref, 0.002, 8)])) == [("compare-numerics", 0)]
