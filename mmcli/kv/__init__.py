@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from mmcli.kv.inputs.map_file import write_map
     from mmcli.kv.inputs.model_source import resolve_model
     from mmcli.kv.inputs.readers import read_head
-    from mmcli.kv.releases import describe
+    from mmcli.kv.releases import describe, first_release, mirrored_range, value_history
     from mmcli.kv.result import ENGINE_CODES, KVPlan, SidePlan
     from mmcli.kv.serve import ServeArgs, parse_serve_line, serve_option
     from mmcli.kv.side_by_side import refuse_vllm_only
@@ -59,6 +59,9 @@ _LAZY = {
     "resolve_model": "mmcli.kv.inputs.model_source",
     "read_head": "mmcli.kv.inputs.readers",
     "describe": "mmcli.kv.releases",
+    "first_release": "mmcli.kv.releases",
+    "mirrored_range": "mmcli.kv.releases",
+    "value_history": "mmcli.kv.releases",
     "ENGINE_CODES": "mmcli.kv.result",
     "KVPlan": "mmcli.kv.result",
     "SidePlan": "mmcli.kv.result",
@@ -108,6 +111,9 @@ __all__ = [
     "parse_serve_line",
     "serve_option",
     "trtllm_releases_help",
+    "first_release",
+    "mirrored_range",
+    "value_history",
     "ENGINE_CODES",
     "KVPlan",
     "SidePlan",

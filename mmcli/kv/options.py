@@ -7,7 +7,7 @@ from dataclasses import InitVar, dataclass
 
 from mmcli.dtypes import kv_dtype
 from mmcli.errors import InputError
-from mmcli.kv.releases import EngineRules, rules_for
+from mmcli.kv.releases import EngineRules, first_release, rules_for
 
 #: vLLM's default ``max_num_batched_tokens`` for ``vllm serve`` on a GPU; it bounds how far
 #: past its window a sliding layer's blocks reach during a prefill chunk.
@@ -198,8 +198,9 @@ class PlanOptions:
         if self.chunked_local_attn_hybrid is False and rules.chunked_local_hybrid == "always":
             raise InputError(
                 f"--no-chunked-local-attn-hybrid: vLLM {rules.release} has no "
-                "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE (it came in 0.10.1); its "
-                "chunked local layers always keep their own KV-cache groups",
+                "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE (it came in "
+                f"{first_release('chunked_local_hybrid', 'off')}); its chunked local layers "
+                "always keep their own KV-cache groups",
                 hint="drop the option, or pass --disable-hybrid-kv-cache-manager to plan them "
                 "as full attention",
             )

@@ -15,6 +15,8 @@ from functools import lru_cache
 from typing import Final
 
 from mmcli.errors import InputError
+from mmcli.kv.served_releases import FIRST_SERVED as FIRST_SERVED
+from mmcli.kv.served_releases import LAST_SERVED as LAST_SERVED
 
 #: The newest release whose rules are mirrored: the default.
 NEWEST: Final = "0.34"
@@ -153,50 +155,20 @@ class EngineRules:
     #: On Blackwell (SM10x) GLM-5's config hook makes ``--kv-cache-dtype auto`` fp8
     #: (``GlmMoeDsaForCausalLM``, model_executor/models/config.py, from 0.32): a note.
     dsa_glm_blackwell_fp8: bool
+    #: In "all" mode a state keeps its speculative blocks too (``num_speculative_blocks``
+    #: added to the per-block states, v1/core/single_type_kv_cache_manager.py, 0.22).
+    all_mode_speculative_blocks: bool
+    #: Layers that reuse an earlier layer's indexer top-k keep no indexer cache (DeepSeek-V4's
+    #: indexer sharing, model_executor/models/, 0.21); mmcli refuses such configs.
+    indexer_sharing: bool
+    #: Nemotron-H's SSM state dtype under ``--mamba-ssm-cache-dtype auto``: "model" (the
+    #: conv / model dtype), "float16" (0.15: the config's ``mamba_ssm_cache_dtype`` or
+    #: float16, configs/nemotron_h.py hook), "float32" (0.20).
+    nemotron_h_ssm_dtype: str
+    #: Qwen3.5's config names the state dtype (``mamba_ssm_dtype``, read by
+    #: Qwen3_5ForConditionalGenerationConfig from 0.17, the first release serving it).
+    qwen3_5_named_ssm_dtype: bool
 
-
-#: Architectures vLLM stopped serving, with the last release that served them (vLLM 0.32's
-#: ``_PREVIOUSLY_SUPPORTED_MODELS``, model_executor/models/registry.py: a later release
-#: refuses to start "Model architecture X was supported in vLLM until vY"); the ones whose
-#: configs mmcli would otherwise plan.
-LAST_SERVED: Final[dict[str, str]] = {
-    "BambaForCausalLM": "0.23",
-    "MiniMaxForCausalLM": "0.23",
-    "MiniMaxText01ForCausalLM": "0.23",
-    "MiniMaxM1ForCausalLM": "0.23",
-    "MiniMaxVL01ForConditionalGeneration": "0.23",
-    "Dots1ForCausalLM": "0.23",
-    "XverseForCausalLM": "0.23",
-    "BaiChuanForCausalLM": "0.23",
-    "BaichuanForCausalLM": "0.23",
-    "InternLMForCausalLM": "0.23",
-    "InternLM2VEForCausalLM": "0.23",
-    "QWenLMHeadModel": "0.23",
-    "JAISLMHeadModel": "0.22",
-    "AquilaModel": "0.24",
-    "AquilaForCausalLM": "0.24",
-    "Grok1ModelForCausalLM": "0.24",
-    "Grok1ForCausalLM": "0.24",
-    "MotifForCausalLM": "0.10.2",
-    "Phi3SmallForCausalLM": "0.9.2",
-    "Phi4FlashForCausalLM": "0.10.2",
-}
-
-#: Architectures a vLLM release older than the first that serves them does not start, with
-#: that release (``model_executor/models/registry.py`` of each release: Qwen3NextForCausalLM
-#: from 0.10.2, DeepseekV32ForCausalLM from 0.11.0, GlmMoeDsaForCausalLM from 0.16.0,
-#: DeepseekV4ForCausalLM from 0.20.0,
-#: Qwen3_5(Moe)ForConditionalGeneration from 0.17.0, Qwen3_5(Moe)ForCausalLM from 0.27.0).
-FIRST_SERVED: Final[dict[str, str]] = {
-    "Qwen3NextForCausalLM": "0.10.2",
-    "DeepseekV32ForCausalLM": "0.11",
-    "GlmMoeDsaForCausalLM": "0.16",
-    "DeepseekV4ForCausalLM": "0.20",
-    "Qwen3_5ForConditionalGeneration": "0.17",
-    "Qwen3_5MoeForConditionalGeneration": "0.17",
-    "Qwen3_5ForCausalLM": "0.27",
-    "Qwen3_5MoeForCausalLM": "0.27",
-}
 
 #: The rules that matter only with pipeline stages (``--pipeline-parallel-size`` > 1).
 PIPELINE_FIELDS: Final = frozenset({"pp_global_groups", "pp_whole_model_check", "pp_stage_pages"})
@@ -256,6 +228,10 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "dsa_fp8_backend": False,
             "dsa_block_forced": True,
             "dsa_glm_blackwell_fp8": False,
+            "all_mode_speculative_blocks": False,
+            "indexer_sharing": False,
+            "nemotron_h_ssm_dtype": "model",
+            "qwen3_5_named_ssm_dtype": False,
         },
     ),
     ("0.10.1", {"chunked_local_hybrid": "off"}),
@@ -274,11 +250,23 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "max_len_auto": True,
         },
     ),
-    ("0.15", {"speculative_state_blocks": True, "state_prefix_caching": "modes"}),
+    (
+        "0.15",
+        {
+            "speculative_state_blocks": True,
+            "state_prefix_caching": "modes",
+            "nemotron_h_ssm_dtype": "float16",
+        },
+    ),
     ("0.16", {"kv_scheme_fp8": "always"}),
     (
         "0.17",
-        {"pp_whole_model_check": False, "pp_stage_pages": True, "speculative_states": "gdn"},
+        {
+            "pp_whole_model_check": False,
+            "pp_stage_pages": True,
+            "speculative_states": "gdn",
+            "qwen3_5_named_ssm_dtype": True,
+        },
     ),
     ("0.18", {"group_threshold": 1.5, "dsa_fp8_backend": True, "dsa_block_forced": False}),
     ("0.19", {"check": "all-groups"}),
@@ -290,10 +278,19 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "default_gpu_memory_utilization": 0.92,
             "cudagraph_estimate_subtracted": True,
             "dsa_fp8_hook": False,
+            "nemotron_h_ssm_dtype": "float32",
         },
     ),
     ("0.20.1", {"tokens_from_concurrency": True}),
-    ("0.22", {"kv_scheme_fp8": "auto", "mm_prefix_batch_floor": True}),
+    ("0.21", {"indexer_sharing": True}),
+    (
+        "0.22",
+        {
+            "kv_scheme_fp8": "auto",
+            "mm_prefix_batch_floor": True,
+            "all_mode_speculative_blocks": True,
+        },
+    ),
     ("0.26", {"in_flight_reserve": True, "hybrid_prefix_caching_default": True}),
     ("0.27", {"mla_hybrid_alignment": 128}),
     (
@@ -364,13 +361,29 @@ def rules_for(release: str | None = None) -> EngineRules:
     return EngineRules(release=release or NEWEST, mirrored=mirrored, **fields)  # type: ignore[arg-type]
 
 
-def first_release(field: str, value: object) -> str:
-    """The first release whose rules set ``field`` to ``value`` (for messages: "it came in
-    ..."), read from :data:`CHANGES` so that no message repeats a release number."""
+def first_release(field: str, value: object = True, *, after: str | None = None) -> str:
+    """The first release (after ``after``, if given) whose rules set ``field`` to ``value``
+    (for messages: "it came in ..."), read from :data:`CHANGES` so that no message repeats a
+    release number."""
     for since, change in CHANGES:
+        if after is not None and _key(since) <= _key(after):
+            continue
         if change.get(field, object()) == value:
             return since
     raise KeyError(f"no release sets {field} to {value!r}")
+
+
+def value_history(field: str) -> str:
+    """``0.9; 0.92 from 0.20; 1.0 from 0.34``: a rule's value in the oldest release mirrored
+    and each change after it, for help texts (from :data:`CHANGES`)."""
+    steps = [(since, change[field]) for since, change in CHANGES if field in change]
+    first, *later = steps
+    return "; ".join([f"{first[1]}", *(f"{value} from {since}" for since, value in later)])
+
+
+def mirrored_range() -> str:
+    """``0.10 … 0.34``: the oldest and the newest release whose rules are mirrored."""
+    return f"{CHANGES[0][0]} … {NEWEST}"
 
 
 def describe(rules: EngineRules) -> str:

@@ -26,6 +26,7 @@ from mmcli.cli.options import (
     flag,
 )
 from mmcli.errors import InputError
+from mmcli.kv import first_release, mirrored_range, value_history
 from mmcli.text import plural, printable
 
 if TYPE_CHECKING:
@@ -164,7 +165,7 @@ def plan(
         typer.Option(
             "--gpu-memory-utilization",
             help="With --gpu: the share of GPU memory vLLM uses (default: the release's, "
-            "0.9; 0.92 from 0.20; 1.0 from 0.34).",
+            f"{value_history('default_gpu_memory_utilization')}).",
             show_default=False,
             rich_help_panel=MEMORY,
         ),
@@ -209,7 +210,8 @@ def plan(
             "--pipeline-parallel-size",
             "-pp",
             help="Pipeline stages: layers split as the engine splits them; each stage sizes "
-            "its own pool and the smallest block count wins (vLLM 0.11+ rules).",
+            "its own pool and the smallest block count wins (vLLM "
+            f"{first_release('pp_global_groups')}+ rules).",
             rich_help_panel=PARALLEL,
         ),
     ] = 1,
@@ -227,8 +229,8 @@ def plan(
         str | None,
         typer.Option(
             "--vllm-version",
-            help="Plan with the rules of this vLLM release (0.10 … 0.34; default: the newest "
-            "mirrored). Older releases take the oldest rules mirrored.",
+            help=f"Plan with the rules of this vLLM release ({mirrored_range()}; default: the "
+            "newest mirrored). Older releases take the oldest rules mirrored.",
             rich_help_panel=ENGINE,
         ),
     ] = None,
@@ -236,8 +238,8 @@ def plan(
         bool,
         flag(
             "--async-scheduling/--no-async-scheduling",
-            help="Async scheduling (vLLM's default) keeps 2 batches in flight: from 0.26 a "
-            "sliding window reserves blocks for both.",
+            help="Async scheduling (vLLM's default) keeps 2 batches in flight: from "
+            f"{first_release('in_flight_reserve')} a sliding window reserves blocks for both.",
             rich_help_panel=ENGINE,
         ),
     ] = True,
@@ -246,7 +248,7 @@ def plan(
         flag(
             "--enable-prefix-caching/--no-enable-prefix-caching",
             help="Prefix caching: hybrid models then keep 2 states per request (default: the "
-            "release's default, on from 0.26).",
+            f"release's default, on from {first_release('hybrid_prefix_caching_default')}).",
             show_default=False,
             rich_help_panel=ENGINE,
         ),

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from mmcli.cli.options import ENGINE, INPUT, MEMORY, PARALLEL, flag
+from mmcli.kv import first_release
 
 DraftLayersOpt = Annotated[
     int,
@@ -73,7 +74,8 @@ EnforceEagerOpt = Annotated[
     flag(
         "--enforce-eager",
         help="vLLM's --enforce-eager: no CUDA graphs, so a hybrid model's state pool may hold "
-        "fewer blocks than --max-num-seqs (with FULL decode graphs vLLM 0.20+ refuses that).",
+        "fewer blocks than --max-num-seqs (with FULL decode graphs vLLM "
+        f"{first_release('full_graph_state_check')}+ refuses that).",
         rich_help_panel=ENGINE,
     ),
 ]
@@ -84,7 +86,8 @@ ChunkedHybridOpt = Annotated[
         "--chunked-local-attn-hybrid/--no-chunked-local-attn-hybrid",
         help="VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1 / 0: chunked local layers "
         "(Llama 4) keep their own groups, or the hybrid manager is off and they are planned as "
-        "full attention (default: the release's, on from 0.14).",
+        "full attention (default: the release's, on from "
+        f"{first_release('chunked_local_hybrid', 'on')}).",
         show_default=False,
         rich_help_panel=ENGINE,
     ),

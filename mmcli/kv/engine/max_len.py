@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from mmcli.errors import InputError
 from mmcli.kv.model import ContextLength, ModelConfig
-from mmcli.kv.releases import EngineRules, rules_for
+from mmcli.kv.releases import EngineRules, first_release, rules_for
 from mmcli.text import quoted
 
 #: What vLLM assumes when a config has none of the length keys.
@@ -140,8 +140,9 @@ def parse_max_model_len(text: str | None, release: str | None = None) -> int | s
         if not rules.max_len_auto:
             raise InputError(
                 f"--max-model-len {quoted(value)}: vLLM {rules.release} has no auto-fit of "
-                "max_model_len (it came in 0.14)",
-                hint="give a length, e.g. 32768, or plan with --vllm-version 0.14 or newer",
+                f"max_model_len (it came in {first_release('max_len_auto')})",
+                hint="give a length, e.g. 32768, or plan with --vllm-version "
+                f"{first_release('max_len_auto')} or newer",
             )
         return "auto"
     length = _human_int(value, rules)
@@ -161,7 +162,7 @@ def _human_int(value: str, rules: EngineRules) -> int | None:
         if suffix in "tT" and not rules.max_len_tera:
             raise InputError(
                 f"--max-model-len {quoted(value)}: vLLM {rules.release} reads no t / T suffix "
-                "(it came in 0.13)",
+                f"(it came in {first_release('max_len_tera')})",
                 hint="write the length with k, m or g (K, M, G), or as a number",
             )
         if suffix in _DECIMAL:

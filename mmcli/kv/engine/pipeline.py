@@ -30,7 +30,7 @@ from itertools import chain, repeat
 from mmcli.errors import InputError
 from mmcli.kv.engine.layout import Layout, Spec
 from mmcli.kv.model import ModelConfig
-from mmcli.kv.releases import EngineRules, describe
+from mmcli.kv.releases import EngineRules, describe, first_release
 from mmcli.kv.spec import Layer
 
 
@@ -93,10 +93,10 @@ def split_layers(
     """Each planned layer's stage: the config's by decoder index, added layers on the last."""
     if not rules.pp_global_groups:
         raise InputError(
-            f"--pipeline-parallel-size {pp} under {describe(rules)}: before 0.11 each stage "
-            "groups its own layers (stages may end up with different groups), which mmcli "
-            "does not model",
-            hint="plan with --vllm-version 0.11 or newer",
+            f"--pipeline-parallel-size {pp} under {describe(rules)}: before "
+            f"{first_release('pp_global_groups')} each stage groups its own layers (stages may "
+            "end up with different groups), which mmcli does not model",
+            hint=f"plan with --vllm-version {first_release('pp_global_groups')} or newer",
         )
     index = config.decoder_index
     own = len(config.layers)

@@ -14,7 +14,7 @@ from mmcli.errors import InputError
 from mmcli.findings import Finding
 from mmcli.kv.model import DEFAULT_BLOCK_SIZE, ModelConfig
 from mmcli.kv.options import DS_MLA, PlanOptions
-from mmcli.kv.releases import EngineRules, applies
+from mmcli.kv.releases import EngineRules, applies, first_release
 from mmcli.kv.spec import (
     IndexerCacheSpec,
     KVCacheSpec,
@@ -187,7 +187,7 @@ def _cache_dtype(config: ModelConfig, options: PlanOptions) -> str | None:
         f"{config.name}: the checkpoint declares a KV-cache quantization ({declared.source}); "
         f"how vLLM {rules.release} sizes its cache under --kv-cache-dtype auto is not mirrored",
         hint="pass the --kv-cache-dtype the engine runs it with (e.g. fp8), or plan with "
-        "--vllm-version 0.22 or newer",
+        f"--vllm-version {first_release('kv_scheme_fp8', 'auto')} or newer",
     )
 
 

@@ -29,7 +29,7 @@ from mmcli.errors import InputError
 from mmcli.findings import Finding
 from mmcli.kv.model import ModelConfig
 from mmcli.kv.options import DS_MLA, PlanOptions
-from mmcli.kv.releases import EngineRules
+from mmcli.kv.releases import EngineRules, first_release
 
 #: The block of every sparse-attention kernel (FlashMLA-sparse, the indexer's).
 DSA_BLOCK_SIZE = 64
@@ -58,7 +58,8 @@ def _block_size(given: int | None, rules: EngineRules) -> tuple[int, list[Findin
             f"vLLM {rules.release} forces 64-token blocks for DeepSeek sparse attention "
             f"(platforms/cuda.py, the FlashMLA-sparse backend), so --block-size {given} is "
             "not used",
-            hint="drop --block-size; from vLLM 0.18 a multiple of 64 is kept",
+            hint="drop --block-size; from vLLM "
+            f"{first_release('dsa_block_forced', False)} a multiple of 64 is kept",
         )
         return DSA_BLOCK_SIZE, [note]
     if given % DSA_BLOCK_SIZE:
@@ -105,7 +106,9 @@ def _cache_dtype(config: ModelConfig, given: str, rules: EngineRules) -> tuple[s
             "info",
             f"vLLM {rules.release} caches {model.name} as fp8_ds_mla under --kv-cache-dtype "
             "auto (656 B per token per MLA layer; its config hook in "
-            "model_executor/models/config.py); 0.11.1 and later keep the model dtype",
+            "model_executor/models/config.py); "
+            f"{first_release('dsa_auto_ds_mla', False, after=rules.mirrored)} and later keep "
+            "the model dtype",
             hint="pass --kv-cache-dtype bfloat16 to plan a bf16 cache",
         )
     if given != "fp8":
@@ -131,6 +134,8 @@ def _cache_dtype(config: ModelConfig, given: str, rules: EngineRules) -> tuple[s
     raise InputError(
         f"--kv-cache-dtype fp8: vLLM {rules.release} has no fp8 rule for {model.name}'s sparse "
         "attention (no config hook turns it into fp8_ds_mla, and the FlashMLA-sparse backend "
-        "takes fp8_ds_mla alone until 0.18); which cache it keeps depends on the GPU's backend",
-        hint="pass --kv-cache-dtype fp8_ds_mla, or plan with --vllm-version 0.18 or newer",
+        f"takes fp8_ds_mla alone until {first_release('dsa_fp8_backend')}); which cache it "
+        "keeps depends on the GPU's backend",
+        hint="pass --kv-cache-dtype fp8_ds_mla, or plan with --vllm-version "
+        f"{first_release('dsa_fp8_backend')} or newer",
     )

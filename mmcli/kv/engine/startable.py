@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from mmcli.errors import InputError
 from mmcli.kv.model import ModelConfig
-from mmcli.kv.releases import FIRST_SERVED, LAST_SERVED, EngineRules, applies, parse_release
+from mmcli.kv.releases import (
+    FIRST_SERVED,
+    LAST_SERVED,
+    EngineRules,
+    applies,
+    first_release,
+    parse_release,
+)
 
 
 def refuse_unstartable(config: ModelConfig, rules: EngineRules) -> None:
@@ -33,7 +40,8 @@ def refuse_unstartable(config: ModelConfig, rules: EngineRules) -> None:
         raise InputError(
             f"{config.name}: vLLM {rules.release} does not start Hunyuan with cross-layer "
             "attention (use_cla): its model builds the sharing layers as cross-attention, "
-            "which the KV-cache spec asserts against; from 0.29 the Transformers backend "
-            "serves it",
-            hint="plan with --vllm-version 0.29 or later, or set use_cla to false",
+            "which the KV-cache spec asserts against; from "
+            f"{first_release('hunyuan_cla_starts')} the Transformers backend serves it",
+            hint=f"plan with --vllm-version {first_release('hunyuan_cla_starts')} or later, or "
+            "set use_cla to false",
         )

@@ -71,7 +71,7 @@ def speculative_tokens(
         if rules.speculative_state_blocks
         else f"each request is allocated {tokens} more state blocks (num_speculative_blocks), "
         f"which {describe(rules)} leave out of the start-up check and the concurrency "
-        "(a state counts one page there until 0.15)"
+        f"(a state counts one page there until {first_release('speculative_state_blocks')})"
     )
     note = Finding(
         "speculative-states",
@@ -163,8 +163,9 @@ def state_pages(
     if rules.mamba_all_mode and supports:
         raise InputError(
             f"with prefix caching on, {describe(rules)} keep a {config.model_type} state per "
-            "block ('all' mode; from 0.22 plus the speculative blocks), which mmcli does not "
-            "model",
+            "block ('all' mode; from "
+            f"{first_release('all_mode_speculative_blocks')} plus the speculative blocks), "
+            "which mmcli does not model",
             hint="plan with --no-enable-prefix-caching, or with --vllm-version "
             f"{first_release('mamba_all_mode', False)} or newer (one 'align' state pair per "
             "request)",

@@ -21,6 +21,7 @@ from mmcli.kv.sglang.geometry import KV_CACHE_DTYPES, Cell, hybrid_cell, sglang_
 from mmcli.kv.state import MambaSpec
 from mmcli.kv.trtllm import TrtllmOptions, plan_trtllm, trtllm_rules
 from mmcli.kv.trtllm.pool import bytes_per_token
+from mmcli.kv.trtllm.releases import release_of
 
 _GIB = 2**30
 _HALF = 0.005  # half the last printed digit of a "%.2f GiB" figure
@@ -259,7 +260,7 @@ def _infer_tp(
 
 def explain_trtllm(config: ModelConfig, doc: dict[str, Any], log: TrtllmLog) -> EngineExplanation:
     """Reproduce a TensorRT-LLM log's bytes per token and block count from the config."""
-    release = "0.13" if log.path == "cpp" else "1.1"
+    release = release_of("cpp" if log.path == "cpp" else "pytorch").release
     tp, inferred = _infer_tp(config, doc, log, release)
     available = log.available_gib or 0.0
 
@@ -305,7 +306,8 @@ def explain_trtllm(config: ModelConfig, doc: dict[str, Any], log: TrtllmLog) -> 
                 planned == f"{log.allocated_gib:.2f} GiB",
             )
         )
-    which = "C++ runtime (0.13 rules)" if log.path == "cpp" else "PyTorch backend (1.1 rules)"
+    path = "C++ runtime" if log.path == "cpp" else "PyTorch backend"
+    which = f"{path} ({release} rules)"
     notes = [
         f"the log's memory line is the {which}'s; planned at {available:.2f} ± 0.005 GiB",
         f"tp {tp}: "

@@ -14,6 +14,7 @@ from mmcli.errors import InputError
 from mmcli.kv.hf.context import LENGTH_KEYS
 from mmcli.kv.hf.dsa import dsa_model
 from mmcli.kv.hf.dsv4 import refuse_deepseek_v4
+from mmcli.kv.releases import first_release
 
 #: The keys of a sparse-attention indexer, read (not refused) on the DSA models mmcli plans.
 _DSA_KEYS = frozenset({"index_topk", "index_head_dim"})
@@ -104,7 +105,8 @@ KEYS_READ: frozenset[str] = frozenset(
 
 _INDEX_SHARING = (
     "indexer sharing (layers that reuse an earlier layer's top-k keep no indexer cache: vLLM "
-    "0.21 and newer), whose per-layer indexer caches mmcli does not plan"
+    f"{first_release('indexer_sharing')} and newer), whose per-layer indexer caches mmcli "
+    "does not plan"
 )
 
 #: Keys that change the KV cache in a way mmcli does not model: refused when set (not null,

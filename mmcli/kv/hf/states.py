@@ -34,6 +34,7 @@ from typing import Any
 from mmcli.dtypes import kv_dtype
 from mmcli.errors import InputError
 from mmcli.kv.inputs.values import optional_int, shown, string
+from mmcli.kv.releases import first_release
 from mmcli.kv.state import MambaSpec
 
 _QWEN_GDN_DEFAULTS = {
@@ -147,12 +148,14 @@ def ssm_dtype_rules(
         named = text.get("mamba_ssm_cache_dtype")
         if named is not None:
             dtype = kv_dtype(string(named, f"{where}: mamba_ssm_cache_dtype"), where=where)
-            return dtype, (("0.15", dtype),)
-        return "float32", (("0.15", "float16"), ("0.20", "float32"))
+            return dtype, ((first_release("nemotron_h_ssm_dtype", "float16"), dtype),)
+        return "float32", tuple(
+            (first_release("nemotron_h_ssm_dtype", d), d) for d in ("float16", "float32")
+        )
     if model_type.startswith("qwen3_5") and text.get("mamba_ssm_dtype") is not None:
         named = string(text["mamba_ssm_dtype"], f"{where}: mamba_ssm_dtype")
         dtype = kv_dtype(named, where=f"{where}: mamba_ssm_dtype")
-        return dtype, (("0.17", dtype),)  # Qwen3_5ForConditionalGenerationConfig, 0.17.0
+        return dtype, ((first_release("qwen3_5_named_ssm_dtype"), dtype),)
     return model_dtype, ()
 
 

@@ -92,6 +92,19 @@ UNREAD: tuple[UnreadRelease, ...] = (
 _UNREAD = {u.series: u for u in UNREAD}
 
 
+def release_of(path: str) -> TrtllmRules:
+    """The newest release read whose pool is sized on ``path`` ("cpp" or "pytorch")."""
+    return next(r for r in reversed(RELEASES) if r.path == path)
+
+
+def blocks_by_path() -> str:
+    """``64 (0.13 engines) or 32 (1.1)``: each path's default tokens per block, for hints."""
+    return " or ".join(
+        f"{r.tokens_per_block} ({r.release}{' engines' if r.path == 'cpp' else ''})"
+        for r in (release_of("cpp"), release_of("pytorch"))
+    )
+
+
 def trtllm_rules(release: str | None) -> TrtllmRules:
     """The rules of ``release`` (None: the newest mirrored); refuses a release not read."""
     if release is None:
