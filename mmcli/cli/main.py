@@ -14,7 +14,7 @@ import typer
 from mmcli._version import __version__
 from mmcli.cli import bench, check_embeddings, compare, inspect
 from mmcli.cli._boundary import begin_run, fail, report
-from mmcli.cli._output import OutputClosed, OutputFailed, guarded_streams, silence
+from mmcli.cli._output import OutputClosed, OutputFailed, guarded_streams, silence, stderr, stdout
 from mmcli.cli.kv_share import app as kv_share_app
 from mmcli.cli.options import flag
 from mmcli.errors import EXIT_BAD_INPUT, EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_OK
@@ -50,6 +50,10 @@ def root(
     Exit codes: 0 nothing wrong, 1 problems found in the input, 2 could not run (bad
     arguments or input file), 3 internal error.
     """
+    # Each run reads the terminal anew (its width, whether it is one): a process that runs
+    # several commands (a test suite, a notebook) must not keep the first run's consoles.
+    stdout.cache_clear()
+    stderr.cache_clear()
 
 
 app.add_typer(check_embeddings.app)

@@ -153,3 +153,17 @@ def test_fit_columns_honours_min_width_where_rich_alone_does_not() -> None:
     assert [c.max_width for c in fitted.columns] == [7, 12, None, 9, None, 9, None]
     roomy = fit_columns(table(), Console(width=200, file=io.StringIO()))
     assert all(c.max_width is None for c in roomy.columns)  # it fits: untouched
+
+
+def test_each_run_reads_the_width_anew() -> None:
+    """Two runs in one process at 160 and then 80 columns draw tables of those widths: the
+    consoles are not kept from the first run (the suite passed in one order only before)."""
+    sample = Path(__file__).resolve().parents[2] / "samples" / "kv" / "gemma3n-e2b-like.json"
+    widths = []
+    for columns in ("160", "80"):
+        result = CliRunner(env={"COLUMNS": columns}).invoke(
+            app, ["kv-share", "plan", str(sample), "--memory", "20GiB"], catch_exceptions=False
+        )
+        assert result.exit_code == 0, result.stderr
+        widths.append(max(cell_len(line) for line in result.stdout.splitlines() if "┃" in line))
+    assert widths[1] <= 80 < widths[0]
