@@ -17,6 +17,7 @@ from typing import Final
 from mmcli.errors import InputError
 from mmcli.kv.served_releases import FIRST_SERVED as FIRST_SERVED
 from mmcli.kv.served_releases import LAST_SERVED as LAST_SERVED
+from mmcli.kv.served_releases import V1_FROM as V1_FROM
 
 #: The newest release whose rules are mirrored: the default.
 NEWEST: Final = "0.34"
@@ -168,6 +169,11 @@ class EngineRules:
     #: Qwen3.5's config names the state dtype (``mamba_ssm_dtype``, read by
     #: Qwen3_5ForConditionalGenerationConfig from 0.17, the first release serving it).
     qwen3_5_named_ssm_dtype: bool
+    #: A model with recurrent states runs on the V1 engine by default (0.10.2). Before, its
+    #: ``_is_v1_supported_oracle`` falls back to V0 ("V1 mamba models are unoptimized",
+    #: engine/arg_utils.py) unless VLLM_USE_V1=1 is set, and V1 then turns prefix caching
+    #: on, which its runner refuses for Mamba layers.
+    state_models_v1_default: bool
 
 
 #: The rules that matter only with pipeline stages (``--pipeline-parallel-size`` > 1).
@@ -232,10 +238,11 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "indexer_sharing": False,
             "nemotron_h_ssm_dtype": "model",
             "qwen3_5_named_ssm_dtype": False,
+            "state_models_v1_default": False,
         },
     ),
     ("0.10.1", {"chunked_local_hybrid": "off"}),
-    ("0.10.2", {"state_prefix_caching": "off"}),
+    ("0.10.2", {"state_prefix_caching": "off", "state_models_v1_default": True}),
     ("0.11", {"pp_global_groups": True, "dsa_auto_ds_mla": True, "dsa_fp8_hook": True}),
     ("0.11.1", {"dsa_auto_ds_mla": False}),
     ("0.12", {"group_threshold": 1.25, "state_prefix_caching": "supported"}),

@@ -32,6 +32,16 @@ LAST_SERVED: Final[dict[str, str]] = {
     "Phi4FlashForCausalLM": "0.10.2",
 }
 
+#: Architectures with recurrent states that vLLM serves on its V0 engine alone before a
+#: release (``SupportsV0Only`` in model_executor/models/ of 0.10.0: jamba.py, mamba.py,
+#: minimax_text_01.py; plamo2.py until 0.10.1), with the first release whose V1 serves them.
+V1_FROM: Final[dict[str, str]] = {
+    "JambaForCausalLM": "0.10.1",
+    "MambaForCausalLM": "0.10.1",
+    "MiniMaxText01ForCausalLM": "0.10.1",
+    "Plamo2ForCausalLM": "0.10.2",
+}
+
 #: Architectures a vLLM release older than the first that serves them does not start, with
 #: that release (``model_executor/models/registry.py`` of each release: Qwen3NextForCausalLM
 #: from 0.10.2, DeepseekV32ForCausalLM from 0.11.0, GlmMoeDsaForCausalLM from 0.16.0,

@@ -177,3 +177,37 @@ def test_mamba1_keeps_two_states_per_request() -> None:
     assert states and engine(new, "blocks_per_request") == states * 2 + per_attention * len(
         attention
     )
+
+
+# --- 0.10.0 and 0.10.1: models with recurrent states on V0 unless VLLM_USE_V1=1 ------------
+
+NEMOTRON = ROOT / "tests" / "kv" / "configs" / "nvidia--Nemotron-H-8B-Base-8K.json"
+
+
+@pytest.mark.parametrize("release", ["0.10.0", "0.10.1"])
+def test_a_hybrid_before_0_10_2_needs_v1_without_prefix_caching(release: str) -> None:
+    """vLLM 0.10.0 / 0.10.1 engine/arg_utils.py ``_is_v1_supported_oracle``: a model with
+    ``has_inner_state`` falls back to V0 ("V1 mamba models are unoptimized") unless
+    VLLM_USE_V1=1; ``_set_default_args_v1`` then turns prefix caching on for a generative
+    model, and v1/worker/gpu_model_runner.py raises "Prefix caching is not supported for
+    Mamba yet." for Mamba layers. 0.10.2 drops the fallback."""
+    stderr = refused(str(NEMOTRON), "--memory", "20GiB", "--vllm-version", release)
+    assert "V0 engine" in stderr and "--no-enable-prefix-caching" in stderr
+    doc = run(str(NEMOTRON), "--memory", "20GiB", "--vllm-version", release,
+              "--no-enable-prefix-caching")  # fmt: skip
+    assert [f["code"] for f in doc["findings"]] == ["state-model-v1"]
+    newer = run(str(NEMOTRON), "--memory", "20GiB", "--vllm-version", "0.10.2",
+                "--no-enable-prefix-caching")  # fmt: skip
+    assert "state-model-v1" not in [f["code"] for f in newer["findings"]]
+    assert engine(doc, "num_blocks") == engine(newer, "num_blocks")
+
+
+def test_jamba_is_v0_only_in_0_10_0() -> None:
+    """vLLM 0.10.0 model_executor/models/jamba.py: ``JambaForCausalLM(..., SupportsV0Only)``;
+    0.10.1's drops SupportsV0Only."""
+    stderr = refused(str(JAMBA), "--memory", "20GiB", "--vllm-version", "0.10.0",
+                     "--no-enable-prefix-caching")  # fmt: skip
+    assert "V0 engine alone" in stderr and "0.10.1" in stderr
+    doc = run(str(JAMBA), "--memory", "20GiB", "--vllm-version", "0.10.1",
+              "--no-enable-prefix-caching")  # fmt: skip
+    assert engine(doc, "num_blocks") > 0

@@ -8,6 +8,7 @@ from mmcli.kv.model import ModelConfig
 from mmcli.kv.releases import (
     FIRST_SERVED,
     LAST_SERVED,
+    V1_FROM,
     EngineRules,
     applies,
     first_release,
@@ -28,6 +29,13 @@ def refuse_unstartable(config: ModelConfig, rules: EngineRules) -> None:
                 f"release that does is {shown}; the engine refuses to start)",
                 hint=f"plan with --vllm-version {first} or newer",
             )
+    v1 = V1_FROM.get(config.architecture)
+    if v1 is not None and not applies(v1, rules):
+        raise InputError(
+            f"{config.name}: vLLM {rules.release} serves {config.architecture} on its V0 "
+            "engine alone (SupportsV0Only), whose KV sizing mmcli does not model",
+            hint=f"plan with --vllm-version {v1} or newer",
+        )
     last = LAST_SERVED.get(config.architecture)
     if last is not None and parse_release(rules.release) > parse_release(last):
         raise InputError(

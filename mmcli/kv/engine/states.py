@@ -14,7 +14,7 @@ from mmcli.errors import InputError
 from mmcli.findings import Finding
 from mmcli.kv.model import ModelConfig
 from mmcli.kv.options import PlanOptions
-from mmcli.kv.releases import describe, first_release
+from mmcli.kv.releases import EngineRules, describe, first_release
 from mmcli.kv.spec import KVCacheSpec
 from mmcli.kv.state import MambaSpec
 
@@ -127,6 +127,8 @@ def state_pages(
     if not any(isinstance(spec, MambaSpec) for spec in specs):
         return 1, None
     caching = options.enable_prefix_caching
+    if not rules.state_models_v1_default:
+        return 1, _v1_by_request(config, caching, rules)
     if not any(isinstance(spec, KVCacheSpec) for spec in specs):
         # An attention-free model (Mamba, Mamba2): the engine turns prefix caching off by
         # default ("still experimental", ModelConfig.is_prefix_caching_supported, 0.26-0.32).
@@ -171,3 +173,25 @@ def state_pages(
             "request)",
         )
     return 2, None
+
+
+def _v1_by_request(config: ModelConfig, caching: bool | None, rules: EngineRules) -> Finding:
+    """Before V1 served models with recurrent states by default: planned only as V1 runs them
+    (VLLM_USE_V1=1, prefix caching off), with a note saying the plan assumes it."""
+    v1 = first_release("state_models_v1_default")
+    if caching is not False:
+        raise InputError(
+            f"{config.name} has recurrent states: {describe(rules)} run it on the V0 engine "
+            "(not modelled) unless VLLM_USE_V1=1 is set, and V1 then turns prefix caching on, "
+            "which its runner refuses for such models ('Prefix caching is not supported for "
+            "Mamba yet.')",
+            hint="with VLLM_USE_V1=1, plan with --no-enable-prefix-caching; or plan with "
+            f"--vllm-version {v1} or newer",
+        )
+    return Finding(
+        "state-model-v1",
+        "info",
+        f"{describe(rules)} run a model with recurrent states on the V1 engine only with "
+        f"VLLM_USE_V1=1 (otherwise on V0, not modelled; V1 by default from {v1}): the plan "
+        "assumes it",
+    )
