@@ -48,6 +48,9 @@ class Repo:
     commit: str
     gated: bool = False
     branches: tuple[str, ...] = ("main",)
+    #: What ``/api/models/{repo}/tree/{revision}`` answers instead of the listing (with status
+    #: 200 and this content type): a malformed answer, as a proxy or a broken mirror gives.
+    tree_answer: tuple[bytes, str] | None = None
 
 
 @dataclass
@@ -136,6 +139,9 @@ def _handler(hub: Hub) -> type[BaseHTTPRequestHandler]:
             if m := _TREE.match(path):
                 repo = self._repo(m["repo"], m["rev"])
                 if repo is None:
+                    return
+                if repo.tree_answer is not None:
+                    self._send(200, repo.tree_answer[0], repo.tree_answer[1], body)
                     return
                 listing = [
                     {"type": "file", "path": n, "size": f.size, "oid": hashlib.sha1(n.encode())}

@@ -123,10 +123,23 @@ def _download(repo: str, filename: str, revision: str | None) -> HubFile:
     return HubFile(repo, filename, path, path.parent.name)
 
 
+class _Malformed(Exception):
+    """An answer of the Hub's shape-less kind: the library could not read it as the Hub's."""
+
+
 def _repo_files(repo: str, revision: str | None) -> list[str]:
     from huggingface_hub import HfApi
 
-    return _call(repo, revision, lambda: HfApi().list_repo_files(repo, revision=revision))
+    def listing() -> list[str]:
+        try:
+            files = HfApi().list_repo_files(repo, revision=revision)
+        except (KeyError, TypeError, AttributeError) as exc:  # entries not as the Hub lays them
+            raise _Malformed(f"{type(exc).__name__}: {exc}") from None
+        if not all(isinstance(f, str) for f in files):
+            raise _Malformed("file names that are not text")
+        return files
+
+    return _call(repo, revision, listing)
 
 
 def _single_file_bytes(repo: str, revision: str | None) -> tuple[int, str]:
@@ -195,7 +208,7 @@ def _call(repo: str, revision: str | None, do: Callable[[], T], filename: str = 
         raise _unreachable(what) from None
     except EntryNotFoundError:
         raise
-    except (SafetensorsParsingError, json.JSONDecodeError) as exc:
+    except (SafetensorsParsingError, json.JSONDecodeError, _Malformed) as exc:
         what = f"{filename} of {repo}{at}" if filename else f"the file list of {repo}{at}"
         raise InputError(
             f"the Hub's answer for {what} is malformed: {printable(str(exc), 160)}",

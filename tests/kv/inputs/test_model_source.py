@@ -271,3 +271,27 @@ def test_a_malformed_safetensors_answer_is_bad_input(hub: Hub, tmp_path: Path) -
     error, hint = refused(mmcli(hub, tmp_path, "plan", "acme/html", "--gpu", "H100"))
     assert "the Hub's answer for model.safetensors of acme/html is malformed" in error
     assert "header" in error and "HF_ENDPOINT" in hint
+
+
+@pytest.mark.parametrize(
+    ("answer", "ctype"),
+    [
+        (b"<html><body>503 Service Unavailable</body></html>", "text/html"),
+        (b'[{"type": "file", "path": "config.js', "application/json"),  # truncated
+        (b'{"files": ["config.json"]}', "application/json"),  # an object, not a list
+        (b'[{"type": "file"}]', "application/json"),  # an entry without its path
+        (b'["config.json", 3]', "application/json"),  # entries that are not objects
+    ],
+    ids=["html", "truncated", "object", "no-path", "not-objects"],
+)
+def test_a_malformed_file_list_is_bad_input(
+    hub: Hub, tmp_path: Path, answer: bytes, ctype: str
+) -> None:
+    """The file list (``GET /api/models/{repo}/tree/{revision}``) is read when the repo has no
+    safetensors index: a 200 that is not the Hub's listing is exit 2 naming the request."""
+    tiny = json.dumps(TINY).encode()
+    repo = hub.add("acme/listing", {"config.json": tiny, "pytorch_model.bin": b"\0" * 64})
+    repo.tree_answer = (answer, ctype)
+    error, hint = refused(mmcli(hub, tmp_path, "plan", "acme/listing", "--gpu", "H100"))
+    assert "the file list of acme/listing" in error and "malformed" in error
+    assert "HF_ENDPOINT" in hint
