@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from mmcli.kv.serve import ServeArgs, parse_serve_line, serve_option
     from mmcli.kv.side_by_side import refuse_vllm_only
     from mmcli.kv.state import MambaSpec
-    from mmcli.kv.trtllm.releases import trtllm_releases_help
+    from mmcli.kv.trtllm.releases import trtllm_blocks_by_path, trtllm_releases_help
     from mmcli.kv.whatif.gpus import Estimate
     from mmcli.kv.whatif.sweep import Sweep
 
@@ -71,6 +71,7 @@ _LAZY = {
     "serve_option": "mmcli.kv.serve",
     "MambaSpec": "mmcli.kv.state",
     "trtllm_releases_help": "mmcli.kv.trtllm.releases",
+    "trtllm_blocks_by_path": "mmcli.kv.trtllm.releases",
     "Estimate": "mmcli.kv.whatif.gpus",
     "Sweep": "mmcli.kv.whatif.sweep",
 }
@@ -111,6 +112,7 @@ __all__ = [
     "parse_serve_line",
     "serve_option",
     "trtllm_releases_help",
+    "trtllm_blocks_by_path",
     "first_release",
     "mirrored_range",
     "value_history",

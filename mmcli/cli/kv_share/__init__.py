@@ -10,11 +10,11 @@ import typer.core
 
 from mmcli.cli._boundary import guarded
 from mmcli.cli._output import OutputFormat, emit_json, stdout
-from mmcli.cli.help import PanelledCommand
 from mmcli.cli.kv_share import engines as eng
 from mmcli.cli.kv_share import vllm_options as vo
 from mmcli.cli.kv_share.explain import register_explain
 from mmcli.cli.kv_share.outputs import Notes, check_outputs
+from mmcli.cli.kv_share.serve_line import ServeLineCommand
 from mmcli.cli.options import (
     ENGINE,
     INPUT,
@@ -48,24 +48,7 @@ EXAMPLE = (
 )
 
 
-class _ServeLineCommand(PanelledCommand):
-    """The plan command; what follows ``--`` is a ``vllm serve`` line: the ``serve`` parameter
-    as its tokens."""
-
-    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        if "--" not in args:
-            return super().parse_args(ctx, args)
-        line = args[args.index("--") + 1 :]
-        asked, self.no_args_is_help = self.no_args_is_help, False
-        try:
-            rest = super().parse_args(ctx, args[: args.index("--")])
-        finally:
-            self.no_args_is_help = asked
-        ctx.params["serve"] = None if ctx.params.get("serve") is not None else line
-        return rest
-
-
-@app.command("plan", epilog=EXAMPLE, no_args_is_help=True, cls=_ServeLineCommand)
+@app.command("plan", epilog=EXAMPLE, no_args_is_help=True, cls=ServeLineCommand)
 @guarded
 def plan(
     model: Annotated[

@@ -64,7 +64,7 @@ TokensPerBlockOpt = Annotated[
     int | None,
     typer.Option(
         "--tokens-per-block",
-        help="TensorRT-LLM's tokens per block (default: 64 in 0.13 engines, 32 in 1.1).",
+        help=f"TensorRT-LLM's tokens per block (default: {kv.trtllm_blocks_by_path()}).",
         rich_help_panel=ENGINE,
     ),
 ]

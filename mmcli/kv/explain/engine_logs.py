@@ -18,6 +18,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from mmcli.kv.sglang.releases import state_line_release
+
 #: Longer lines are skipped (a server_args line is a few KiB; nothing needs more).
 MAX_LINE = 65_536
 
@@ -91,7 +93,7 @@ class SglangLog:
         """The release whose ``Mamba Cache is allocated`` wording the log has, or None."""
         if not self.has_mamba_line:
             return None
-        return "0.5.3" if self.mamba_slots is None else "0.5.4"
+        return state_line_release(names_slots=self.mamba_slots is not None)
 
 
 @dataclass

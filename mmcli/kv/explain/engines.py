@@ -14,10 +14,16 @@ from typing import Any
 
 from mmcli.errors import InputError
 from mmcli.kv.explain.engine_logs import SglangLog, TrtllmLog
-from mmcli.kv.explain.sglang_state import WORDING, budgets, hybrid_rules, refuse_unmirrored
+from mmcli.kv.explain.sglang_state import budgets, hybrid_rules, refuse_unmirrored
 from mmcli.kv.model import ModelConfig
 from mmcli.kv.sglang import SglangOptions, plan_sglang, sglang_rules
 from mmcli.kv.sglang.geometry import KV_CACHE_DTYPES, Cell, hybrid_cell, sglang_cell
+from mmcli.kv.sglang.releases import (
+    EXPLAIN_RANGE,
+    EXPLAIN_RELEASE,
+    STATE_LINE_WORDING,
+    state_line_release,
+)
 from mmcli.kv.state import MambaSpec
 from mmcli.kv.trtllm import TrtllmOptions, plan_trtllm, trtllm_rules
 from mmcli.kv.trtllm.pool import bytes_per_token
@@ -102,9 +108,6 @@ def _running_row(log: SglangLog, running: object) -> Row:
     return _row("max_running_requests", log.max_running_requests, running, ok)
 
 
-_EXPLAIN_RELEASE = "0.5.4"
-
-
 def explain_sglang(config: ModelConfig, doc: dict[str, Any], log: SglangLog) -> EngineExplanation:
     """Reproduce an SGLang log's cell, buffer sizes and request cap from the config."""
     if any(isinstance(layer.spec, MambaSpec) for layer in config.layers):
@@ -113,11 +116,11 @@ def explain_sglang(config: ModelConfig, doc: dict[str, Any], log: SglangLog) -> 
     tp, page, kv_dtype = _settings(log)
     # The explanation follows the rules of 0.4.6.post5 – 0.5.4, whose sliding layers keep every
     # token; later releases' hybrid SWA pools are not mirrored.
-    rules = sglang_rules(_EXPLAIN_RELEASE)
+    rules = sglang_rules(EXPLAIN_RELEASE)
     cell = sglang_cell(config, doc, rules, tp=tp, kv_dtype=kv_dtype)
     tokens = log.tokens or 0
     options = SglangOptions(
-        release=_EXPLAIN_RELEASE,
+        release=EXPLAIN_RELEASE,
         tp=tp,
         memory_bytes=tokens * cell.bytes_per_token,
         page_size=page,
@@ -147,7 +150,7 @@ def explain_sglang(config: ModelConfig, doc: dict[str, Any], log: SglangLog) -> 
     ]
     if log.context_len is None:
         notes.append("the log has no context_len: max_running_requests is not compared")
-    return EngineExplanation("sglang", "0.4.6.post5–0.5.4", config.name, rows, notes)
+    return EngineExplanation("sglang", EXPLAIN_RANGE, config.name, rows, notes)
 
 
 def _gib_range(gib: float, count: int) -> tuple[float, float]:
@@ -208,11 +211,12 @@ def _explain_hybrid(config: ModelConfig, doc: dict[str, Any], log: SglangLog) ->
     per = state.bytes_per_request
     low = planned_slots * per + tokens * cell.bytes_per_token
     notes = [
-        WORDING[rules.release]
+        STATE_LINE_WORDING[rules.release]
         if log.has_mamba_line
         else (
-            "the log has no Mamba Cache line, so its release is not known: 0.5.4 rules are "
-            "used (0.5.3 keeps 512 state slots with the radix cache off)"
+            "the log has no Mamba Cache line, so its release is not known: "
+            f"{state_line_release(True)} rules are used ({state_line_release(False)} keeps 512 "
+            "state slots with the radix cache off)"
         ),
         f"cell: {cell.bytes_per_token:,} B per token per rank at tp {tp} over the "
         f"{cell.layers} attention layers; the pool budget behind #tokens {tokens:,} and "

@@ -19,26 +19,12 @@ from mmcli.kv.sglang import SglangOptions, plan_sglang, sglang_rules
 from mmcli.kv.sglang.geometry import Cell
 from mmcli.kv.sglang.hybrid import HybridState
 from mmcli.kv.sglang.pool import MAMBA_FULL_MEMORY_RATIO
-from mmcli.kv.sglang.releases import RELEASES, SglangRules
-
-#: What each release's ``Mamba Cache is allocated`` line says (memory_pool.py of its wheel).
-WORDING = {
-    "0.5.4": (
-        "the Mamba Cache line names max_mamba_cache_size: SGLang 0.5.4's wording "
-        "(memory_pool.py:222); 0.5.3's names no slot count (:177), 0.4.x has no state pool, "
-        "releases after 0.5.4 were not read"
-    ),
-    "0.5.3": (
-        "the Mamba Cache line names no max_mamba_cache_size: SGLang 0.5.3's wording "
-        "(memory_pool.py:177; 0.5.4's names it, :222); its sizes are checked at the planned "
-        "slots + 1 (0.5.3's state pool is the request pool, model_runner.py:1442)"
-    ),
-}
+from mmcli.kv.sglang.releases import RELEASES, SglangRules, state_line_release
 
 
 def hybrid_rules(doc: dict[str, Any], log: SglangLog) -> SglangRules:
     """The release whose wording the log has, refusing a model that release does not serve."""
-    release = log.mamba_wording or "0.5.4"
+    release = log.mamba_wording or state_line_release(names_slots=True)
     rules = sglang_rules(release)
     arch = architecture(doc)
     served = dict(rules.hybrid_models)

@@ -192,3 +192,36 @@ def sglang_rules(release: str | None) -> SglangRules:
             hint=f"use one of the releases read: {read}",
         )
     return found
+
+
+# --- explaining a start-up log that names no release ---------------------------------------
+
+#: The release whose rules explain a dense / MLA log: its figures are those of every release
+#: read up to it (the cell and the budget changed after it).
+EXPLAIN_RELEASE = "0.5.4"
+#: The releases whose figures that explanation stands for.
+EXPLAIN_RANGE = f"{RELEASES[0].release}–{EXPLAIN_RELEASE}"
+
+
+def state_line_release(names_slots: bool) -> str:
+    """The release a hybrid log's ``Mamba Cache is allocated`` line is worded as: the first
+    with a state-pool share (0.5.4, which names max_mamba_cache_size) or the first with a
+    fixed pool (0.5.3, which names no slot count)."""
+    rule = "ratio" if names_slots else "fixed"
+    return next(r.release for r in RELEASES if r.hybrid_rule == rule)
+
+
+_SLOTS, _NO_SLOTS = state_line_release(True), state_line_release(False)
+#: What each release's ``Mamba Cache is allocated`` line says (memory_pool.py of its wheel).
+STATE_LINE_WORDING = {
+    _SLOTS: (
+        f"the Mamba Cache line names max_mamba_cache_size: SGLang {_SLOTS}'s wording "
+        f"(memory_pool.py:222); {_NO_SLOTS}'s names no slot count (:177), older releases have "
+        f"no state pool, the state pools of releases after {_SLOTS} are not mirrored"
+    ),
+    _NO_SLOTS: (
+        f"the Mamba Cache line names no max_mamba_cache_size: SGLang {_NO_SLOTS}'s wording "
+        f"(memory_pool.py:177; {_SLOTS}'s names it, :222); its sizes are checked at the planned "
+        f"slots + 1 ({_NO_SLOTS}'s state pool is the request pool, model_runner.py:1442)"
+    ),
+}

@@ -17,7 +17,7 @@ from mmcli.kv.figures import EngineFigures, Figure, max_concurrency
 from mmcli.kv.model import ModelConfig
 from mmcli.kv.spec import KVCacheSpec, MLAAttentionSpec
 from mmcli.kv.state import MambaSpec
-from mmcli.kv.trtllm.releases import TrtllmRules, blocks_by_path, trtllm_rules
+from mmcli.kv.trtllm.releases import TrtllmRules, trtllm_blocks_by_path, trtllm_rules
 
 _GIB = 2**30
 
@@ -98,7 +98,7 @@ def _check(options: TrtllmOptions) -> None:
     if options.tp <= 0 or (options.tokens_per_block is not None and options.tokens_per_block <= 0):
         raise InputError(
             "tp and tokens per block must be positive",
-            hint=f"TensorRT-LLM's tokens per block is {blocks_by_path()}",
+            hint=f"TensorRT-LLM's tokens per block is {trtllm_blocks_by_path()}",
         )
     fraction = options.free_gpu_memory_fraction
     if fraction is not None and not 0 < fraction < 1:

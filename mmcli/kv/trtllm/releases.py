@@ -97,7 +97,7 @@ def release_of(path: str) -> TrtllmRules:
     return next(r for r in reversed(RELEASES) if r.path == path)
 
 
-def blocks_by_path() -> str:
+def trtllm_blocks_by_path() -> str:
     """``64 (0.13 engines) or 32 (1.1)``: each path's default tokens per block, for hints."""
     return " or ".join(
         f"{r.tokens_per_block} ({r.release}{' engines' if r.path == 'cpp' else ''})"

@@ -30,6 +30,7 @@ from typing import Any, Final
 from mmcli.errors import InputError
 from mmcli.kv.inputs.checkpoint import index_total as index_total  # re-exported
 from mmcli.kv.options import check_positive, parse_size
+from mmcli.kv.releases import value_history
 from mmcli.kv.whatif.components import Component
 from mmcli.kv.whatif.gpu_table import GIB as GIB  # re-exported
 from mmcli.kv.whatif.gpu_table import GPU as GPU  # re-exported
@@ -225,7 +226,8 @@ def estimate_kv_budget(
     if not 0 < utilization <= 1:
         raise InputError(
             f"--gpu-memory-utilization must be in (0, 1], got {utilization:g}",
-            hint="vLLM's default is 0.9 (0.92 from 0.20; 1.0 with 0.34's extensible KV cache)",
+            hint="vLLM's default by release: "
+            f"{value_history('default_gpu_memory_utilization')} (the extensible KV cache's)",
         )
     if gpu.total_bytes <= 0:
         raise InputError(
