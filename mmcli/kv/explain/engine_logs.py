@@ -61,6 +61,9 @@ _TRT_TORCH = re.compile(
 )
 _TRT_BLOCKS = re.compile(r"Number of blocks in KV cache primary pool: (\d{1,15})")
 _TRT_PER_BLOCK = re.compile(r"Number of tokens per block: (\d{1,9})")
+#: The release line TensorRT-LLM prints when it is imported ("[TensorRT-LLM] TensorRT-LLM
+#: version: 1.1.0"), bounded.
+_TRT_VERSION = re.compile(r"TensorRT-LLM version: v?(\d{1,3}\.\d{1,3}(?:\.\d{1,4})?(?:rc\d{1,3})?)")
 _TRT_ALLOC = re.compile(rf"Allocated {_NUM} GiB for max tokens in paged KV cache \((\d{{1,15}})\)")
 
 
@@ -109,6 +112,8 @@ class TrtllmLog:
     tokens_per_block: int | None = None
     allocated_gib: float | None = None
     allocated_tokens: int | None = None
+    #: The release its version line names (None: the log has none).
+    release: str | None = None
 
 
 def _lines(text: str) -> list[str]:
@@ -150,6 +155,8 @@ def parse_trtllm_log(text: str) -> TrtllmLog | None:
             log.tokens_per_block = int(m[1])
         elif m := _TRT_ALLOC.search(line):
             log.allocated_gib, log.allocated_tokens = float(m[1]), int(m[2])
+        elif (m := _TRT_VERSION.search(line)) and log.release is None:
+            log.release = m[1]
     return log if log.path is not None else None
 
 

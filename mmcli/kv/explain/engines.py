@@ -264,7 +264,7 @@ def _infer_tp(
 
 def explain_trtllm(config: ModelConfig, doc: dict[str, Any], log: TrtllmLog) -> EngineExplanation:
     """Reproduce a TensorRT-LLM log's bytes per token and block count from the config."""
-    release = release_of("cpp" if log.path == "cpp" else "pytorch").release
+    release, named = _trtllm_release(log)
     tp, inferred = _infer_tp(config, doc, log, release)
     available = log.available_gib or 0.0
 
@@ -320,4 +320,33 @@ def explain_trtllm(config: ModelConfig, doc: dict[str, Any], log: TrtllmLog) -> 
     ]
     if log.tokens_per_block is None:
         notes.append("the log prints no tokens per block: the release default is assumed")
+    notes.append(named)
     return EngineExplanation("trtllm", release, config.name, rows, notes)
+
+
+def _trtllm_release(log: TrtllmLog) -> tuple[str, str]:
+    """The release whose rules explain ``log``, and a note saying how it was chosen: its
+    version line's (a release not mirrored is refused), else the newest on its memory line's
+    path."""
+    path = "cpp" if log.path == "cpp" else "pytorch"
+    newest = release_of(path).release
+    if log.release is None:
+        return newest, (
+            f"the log prints no 'TensorRT-LLM version' line: the rules of {newest}, the newest "
+            "release read on its memory line's path, are used"
+        )
+    try:
+        rules = trtllm_rules(log.release)
+    except InputError as exc:
+        why = str(exc).split(": ", 1)[-1]
+        raise InputError(
+            f"the log is of TensorRT-LLM {log.release} (its version line): {why}",
+            hint=exc.hint,
+        ) from None
+    if rules.path != path:
+        return newest, (
+            f"the log is of TensorRT-LLM {log.release}, whose memory line is the "
+            f"{'C++ runtime' if path == 'cpp' else 'PyTorch backend'}'s: the rules of {newest} "
+            "are used"
+        )
+    return rules.release, f"the log is of TensorRT-LLM {log.release} (its version line)"

@@ -105,3 +105,41 @@ def test_other_logs_and_hostile_lines_are_not_engine_logs(tmp_path: Path) -> Non
     assert engine_log_of(b"\xff\xfe not utf-8 \x00\n") is None
     assert isinstance(engine_log_of(SGLANG_LOG.encode()), SglangLog)
     assert isinstance(engine_log_of(TRTLLM_LOG.encode()), TrtllmLog)
+
+
+# TensorRT-LLM prints its release when imported (tensorrt_llm/__init__.py:
+# "[TensorRT-LLM] TensorRT-LLM version: X"); a log that names an unmirrored release is refused.
+PYTORCH_LINE = (
+    "Peak memory during memory usage profiling (torch + non-torch): 20.10 GiB, available "
+    "KV cache memory when calculating max tokens: 40.00 GiB, fraction is set 0.9, kv size "
+    "per token is 524288. device total memory 79.11 GiB, , tmp kv_mem 0.50 GiB\n"
+)
+
+
+def test_the_version_line_names_the_release() -> None:
+    log = parse_trtllm_log("[TensorRT-LLM] TensorRT-LLM version: 1.1.0\n" + PYTORCH_LINE)
+    assert log is not None and log.release == "1.1.0"
+    result = explain_trtllm(*_doc(QWEN15_7B), log)
+    assert result.release == "1.1"
+    assert "the log is of TensorRT-LLM 1.1.0 (its version line)" in result.notes
+
+
+def test_a_log_without_the_version_line_says_which_rules() -> None:
+    log = parse_trtllm_log(PYTORCH_LINE)
+    assert log is not None and log.release is None
+    result = explain_trtllm(*_doc(QWEN15_7B), log)
+    assert any("no 'TensorRT-LLM version' line" in note for note in result.notes)
+
+
+def test_a_log_of_an_unmirrored_release_is_refused() -> None:
+    import pytest
+
+    from mmcli.errors import InputError
+
+    for release in ("1.2.0", "1.3.0rc7"):
+        log = parse_trtllm_log(f"[TensorRT-LLM] TensorRT-LLM version: {release}\n" + PYTORCH_LINE)
+        assert log is not None
+        with pytest.raises(InputError) as caught:
+            explain_trtllm(*_doc(QWEN15_7B), log)
+        assert f"the log is of TensorRT-LLM {release} (its version line)" in str(caught.value)
+        assert "were not read" in str(caught.value) or "was not read" in str(caught.value)
