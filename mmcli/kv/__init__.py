@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from mmcli.kv.inputs.readers import read_head
     from mmcli.kv.releases import describe
     from mmcli.kv.result import ENGINE_CODES, KVPlan, SidePlan
+    from mmcli.kv.sglang.releases import sglang_version_help
     from mmcli.kv.side_by_side import refuse_vllm_only
     from mmcli.kv.state import MambaSpec
     from mmcli.kv.whatif.gpus import Estimate
@@ -61,6 +62,7 @@ _LAZY = {
     "KVPlan": "mmcli.kv.result",
     "SidePlan": "mmcli.kv.result",
     "refuse_vllm_only": "mmcli.kv.side_by_side",
+    "sglang_version_help": "mmcli.kv.sglang.releases",
     "MambaSpec": "mmcli.kv.state",
     "Estimate": "mmcli.kv.whatif.gpus",
     "Sweep": "mmcli.kv.whatif.sweep",
@@ -98,6 +100,7 @@ __all__ = [
     "resolve_model",
     "read_head",
     "describe",
+    "sglang_version_help",
     "ENGINE_CODES",
     "KVPlan",
     "SidePlan",
