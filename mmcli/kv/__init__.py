@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from mmcli.kv.releases import describe
     from mmcli.kv.result import ENGINE_CODES, KVPlan, SidePlan
     from mmcli.kv.serve import ServeArgs, parse_serve_line, serve_option
+    from mmcli.kv.sglang.releases import sglang_version_help
     from mmcli.kv.side_by_side import refuse_vllm_only
     from mmcli.kv.state import MambaSpec
     from mmcli.kv.trtllm.releases import trtllm_releases_help
@@ -66,6 +67,7 @@ _LAZY = {
     "ServeArgs": "mmcli.kv.serve",
     "parse_serve_line": "mmcli.kv.serve",
     "serve_option": "mmcli.kv.serve",
+    "sglang_version_help": "mmcli.kv.sglang.releases",
     "MambaSpec": "mmcli.kv.state",
     "trtllm_releases_help": "mmcli.kv.trtllm.releases",
     "Estimate": "mmcli.kv.whatif.gpus",
@@ -108,6 +110,7 @@ __all__ = [
     "parse_serve_line",
     "serve_option",
     "trtllm_releases_help",
+    "sglang_version_help",
     "ENGINE_CODES",
     "KVPlan",
     "SidePlan",
