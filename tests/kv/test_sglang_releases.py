@@ -141,13 +141,14 @@ def test_0_5_10_sizes_requests_from_the_capped_capacity(release: str) -> None:
     assert plan(QWEN3_235B, release="0.5.9", **options).value("max_running_requests") == 5000
 
 
-def test_0_5_10_default_fraction_is_refused() -> None:
-    # 0.5.10 srt/server_args.py:637 disable_piecewise_cuda_graph = False: the piecewise graphs'
-    # reserve enters the default mem_fraction_static, which is not mirrored.
+def test_0_5_13_default_fraction_is_refused() -> None:
+    # 0.5.13 srt/server_args.py:1579 (_handle_gpu_memory_settings) clamps the piecewise graphs
+    # to an explicit context_length before their reserve enters the default fraction: not
+    # mirrored.
     gpu = {"gpu_bytes": 80 * GiB, "gpu_name": "H100", "weights_bytes": 16 * GiB}
-    with pytest.raises(InputError, match="0.5.10: its default mem_fraction_static"):
-        plan(QWEN3_235B, release="0.5.10", tp=4, **gpu)
-    given = plan(QWEN3_235B, release="0.5.10", tp=4, mem_fraction_static=0.85, **gpu)
+    with pytest.raises(InputError, match="0.5.13: its default mem_fraction_static"):
+        plan(QWEN3_235B, release="0.5.13", tp=4, **gpu)
+    given = plan(QWEN3_235B, release="0.5.13", tp=4, mem_fraction_static=0.85, **gpu)
     assert given.figures["budget_bytes"].estimate is not None
 
 

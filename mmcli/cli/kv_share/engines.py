@@ -18,6 +18,7 @@ from rich.table import Table
 from mmcli import kv
 from mmcli.cli._output import stdout
 from mmcli.cli.options import ENGINE
+from mmcli.kv import sglang_version_help
 
 if TYPE_CHECKING:
     from mmcli.kv import EngineFigures
@@ -34,9 +35,7 @@ SglangVersionOpt = Annotated[
     str | None,
     typer.Option(
         "--sglang-version",
-        help="With --engine sglang/all: the SGLang release (0.4.6, 0.4.7, 0.4.9, 0.5.3, 0.5.4, "
-        "0.5.5 to 0.5.13 and the .postN read; default 0.5.9; 0.5.10 on with --gpu needs "
-        "--mem-fraction-static; hybrid SWA / GDN models: 0.5.4 or older).",
+        help=sglang_version_help(),
         rich_help_panel=ENGINE,
     ),
 ]

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from mmcli.errors import InputError
 from mmcli.kv.sglang.releases import SglangRules
 
 _MIB = 2**20
@@ -44,7 +45,7 @@ def _tp_table(gpu_mib: float, parallel: int) -> float:
 
 
 def _gpu_tier(gpu_mib: float, tp: int, small_bs: int) -> tuple[int, int]:
-    """0.5.3 – 0.5.9 defaults (chunked_prefill_size, cuda_graph_max_bs) by GPU memory and tp."""
+    """0.5.3 – 0.5.13 defaults (chunked_prefill_size, cuda_graph_max_bs) by GPU memory and tp."""
     gib = 1024
     if gpu_mib < 20 * gib:
         return 2048, 8
@@ -69,6 +70,72 @@ def _reserve_by_gpu(gpu_mib: float, parallel: int) -> float:
     return 32 * gib
 
 
+@dataclass(frozen=True)
+class PrefillGraphs:
+    """What decides the piecewise (prefill) CUDA graphs' reserve of a "reserve-pcg" release."""
+
+    #: The model's pool is MLA (SGLang's ``use_mla_backend``).
+    mla: bool = False
+    #: Whether SGLang treats the model as multimodal (piecewise graphs off).
+    multimodal: bool = False
+    max_total_tokens: int | None = None
+    #: The model's name (SGLang caps the graphs at 4096 tokens when its path names Llama-2).
+    model_path: str = ""
+
+
+#: Architectures SGLang captures no piecewise graphs for (0.5.10 configs/model_config.py
+#: ``piecewise_cuda_graph_disabled_model_archs``; 0.5.12 adds DeepSeek-V4, refused elsewhere).
+_NO_PIECEWISE = (
+    "DeepseekV32ForCausalLM",
+    "DeepseekV4ForCausalLM",
+    "Qwen3NextForCausalLM",
+    "GlmMoeDsaForCausalLM",
+    "BailingMoeV2_5ForCausalLM",
+    "LLaDAModelLM",
+)
+#: Config keys that make a model a mixture of experts (its MoE runner may be picked by the GPU).
+_MOE_KEYS = ("num_experts", "num_local_experts", "n_routed_experts")
+
+
+def _capture_sizes(max_tokens: int) -> int:
+    """How many token counts the piecewise graphs are captured at, up to ``max_tokens``."""
+    steps = ((4, 32, 4), (48, 256, 16), (288, 512, 32), (576, 1024, 64), (1280, 4096, 256))
+    count = sum(len(range(lo, min(hi, max_tokens) + 1, step)) for lo, hi, step in steps)
+    return count + len(range(4608, max_tokens + 1, 512))
+
+
+def _prefill_graph_reserve(
+    graphs: PrefillGraphs, chunk: int, gpu_mib: float, doc: dict[str, Any]
+) -> tuple[float, str]:
+    """MiB reserved for piecewise CUDA graphs, and a phrase saying how (0 when they are off)."""
+    archs = doc.get("architectures")
+    archs = archs if isinstance(archs, list) else []
+    text = doc.get("text_config")
+    text = text if isinstance(text, dict) else doc
+    if graphs.multimodal or any(a in _NO_PIECEWISE for a in archs) or "index_topk" in text:
+        return 0.0, ", no piecewise graphs for this model"
+    if gpu_mib >= 160 * 1024 and any(k in text for k in _MOE_KEYS):
+        raise InputError(
+            "SGLang: the default mem_fraction_static of a mixture-of-experts model on a GPU of "
+            "160 GiB or more is not mirrored (on SM100 GPUs the MoE runner picked at start-up "
+            "can turn the piecewise CUDA graphs, and their reserve, off)",
+            hint="pass --mem-fraction-static (the server_args line of the log names it)",
+        )
+    if graphs.mla:
+        return 1.5 * 1024, ", piecewise graphs 1,536 MiB (MLA)"
+    if chunk <= 0:
+        raise InputError(
+            f"SGLang: chunked prefill {chunk}: the piecewise CUDA graphs' reserve of an "
+            "unchunked prefill is not mirrored",
+            hint="pass a positive --chunked-prefill-size, or --mem-fraction-static",
+        )
+    tokens = chunk if graphs.max_total_tokens is None else min(chunk, graphs.max_total_tokens)
+    if "llama-2" in graphs.model_path.lower():
+        tokens = min(tokens, 4096)
+    sizes = _capture_sizes(tokens)
+    return sizes * 8.0, f", piecewise graphs at {sizes} sizes up to {tokens:,} tokens"
+
+
 def _vit_factor(doc: dict[str, Any]) -> float:
     # 0.5.3 / 0.5.4 adjust_mem_fraction_for_vlm: 0.95 × a factor from the ViT's size
     # relative to a ViT-L/14 (24 layers × 1024²), clamped to [0.8, 1.05].
@@ -91,6 +158,7 @@ def default_fraction(
     doc: dict[str, Any],
     chunked_prefill_size: int | None = None,
     cuda_graph_max_bs: int | None = None,
+    graphs: PrefillGraphs | None = None,
 ) -> Fraction:
     """The fraction ``rules``' release picks on a GPU of ``gpu_bytes`` (pp is 1)."""
     gpu = gpu_bytes / _MIB
@@ -115,12 +183,16 @@ def default_fraction(
     chunk = tier_chunk if chunked_prefill_size is None else chunked_prefill_size
     graph_bs = tier_bs if cuda_graph_max_bs is None else cuda_graph_max_bs
     reserved = 512 + max(chunk, 2048) * 1.5 + graph_bs * 2 + tp / 8 * 1024
+    prefill = ""
+    if rules.fraction_rule == "reserve-pcg":
+        extra, prefill = _prefill_graph_reserve(graphs or PrefillGraphs(), chunk, gpu, doc)
+        reserved += extra
     if gpu > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
     value = round((gpu - reserved) / gpu, 3)
     why = (
         f"{reserved:,.0f} MiB reserved (chunked prefill {chunk:,}, CUDA graphs up to batch "
-        f"{graph_bs}, tp {tp}) on a {gpu / 1024:.1f} GiB GPU"
+        f"{graph_bs}, tp {tp}{prefill}) on a {gpu / 1024:.1f} GiB GPU"
     )
     if multimodal:
         value *= _vit_factor(doc)

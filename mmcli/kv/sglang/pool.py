@@ -17,7 +17,7 @@ from typing import Any
 from mmcli.errors import InputError
 from mmcli.kv.figures import EngineFigures, Figure, max_concurrency
 from mmcli.kv.model import ModelConfig
-from mmcli.kv.sglang.budget import Fraction, default_fraction, estimated_rest
+from mmcli.kv.sglang.budget import Fraction, PrefillGraphs, default_fraction, estimated_rest
 from mmcli.kv.sglang.geometry import Cell, hybrid_cell, sglang_cell, sliding_note
 from mmcli.kv.sglang.hybrid import HybridState, state_slots
 from mmcli.kv.sglang.releases import SglangRules, sglang_rules
@@ -89,7 +89,7 @@ def _check(options: SglangOptions) -> None:
 
 
 def _budget(
-    options: SglangOptions, rules: SglangRules, doc: dict[str, Any]
+    options: SglangOptions, rules: SglangRules, doc: dict[str, Any], graphs: PrefillGraphs
 ) -> tuple[int, Figure, str, Fraction | None]:
     """The pool budget, as an exact or estimated figure, its source, and the fraction used."""
     if options.memory_bytes is not None:
@@ -117,6 +117,7 @@ def _budget(
         doc=doc,
         chunked_prefill_size=options.chunked_prefill_size,
         cuda_graph_max_bs=options.cuda_graph_max_bs,
+        graphs=graphs,
     )
     if options.mem_fraction_static is not None:
         fraction = Fraction(options.mem_fraction_static, "--mem-fraction-static")
@@ -179,7 +180,13 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
             "feature-transport pools of the transport picked at start-up)",
             hint="plan a text-only model, or pick an earlier --sglang-version",
         )
-    rest, budget, source, fraction = _budget(options, rules, doc)
+    graphs = PrefillGraphs(
+        mla=cell.mla,
+        multimodal=isinstance(doc.get("vision_config"), dict),
+        max_total_tokens=options.max_total_tokens,
+        model_path=config.name,
+    )
+    rest, budget, source, fraction = _budget(options, rules, doc, graphs)
     estimate = budget.estimate
     page = options.page_size
     slots = 0

@@ -14,9 +14,13 @@ from typing import Literal
 from mmcli.errors import InputError
 
 #: How a release picks ``mem_fraction_static`` when it is not given.
-#: "unread": the default was not mirrored (0.5.10: a piecewise-CUDA-graph reserve), so a
+#: "unread": the default was not mirrored (0.5.13 on), so a
 #: budget from --gpu needs --mem-fraction-static.
-FractionRule = Literal["tp-table", "tp-table-b200", "reserve-by-gpu", "reserve-formula", "unread"]
+#: "reserve-pcg" (0.5.10 – 0.5.12): "reserve-formula" plus the piecewise (prefill) CUDA graphs'
+#: reserve: 8 MiB per captured token count, or 1.5 GiB for an MLA model, none where they are off.
+FractionRule = Literal[
+    "tp-table", "tp-table-b200", "reserve-by-gpu", "reserve-formula", "reserve-pcg", "unread"
+]
 #: How a release sizes the state pool of a hybrid GDN / Mamba model: "none" (no such model),
 #: "fixed" (0.5.3: 512 slots, or --max-running-requests), "ratio" (0.5.4: a share
 #: ``mamba_full_memory_ratio`` of the budget while the radix cache is on; fixed while it is off),
@@ -115,6 +119,14 @@ _PROFILED = replace(
     small_gpu_graph_bs=24,
     sliding_mirrored=False,
 )
+#: server_args.py ``_handle_gpu_memory_settings`` is the same in 0.5.10 – 0.5.12; 0.5.13 clamps
+#: the piecewise graphs to an explicit --context-length (not mirrored yet).
+_PCG_ROWS: tuple[tuple[str, FractionRule], ...] = (
+    ("0.5.10", "reserve-pcg"),
+    ("0.5.11", "reserve-pcg"),
+    ("0.5.12", "reserve-pcg"),
+    ("0.5.13", "unread"),
+)
 RELEASES = (
     *RELEASES,
     replace(_PROFILED, release="0.5.5"),
@@ -128,14 +140,14 @@ RELEASES = (
         replace(
             _PROFILED,
             release=name,
-            fraction_rule="unread",
+            fraction_rule=fraction,
             v_head_dim_in_cell=True,
             requests_from_capacity=True,
         )
         #: 0.5.11 – 0.5.13 move the sizing into DefaultPoolConfigurator
         #: (model_executor/pool_configurator.py: ``available_bytes // cell_size``, floored to
         #: the page, capped and floored again) with the same budget and request pool.
-        for name in ("0.5.10", "0.5.11", "0.5.12", "0.5.13")
+        for name, fraction in _PCG_ROWS
     ),
 )
 #: 0.5.14 on: the same cell, budget and page floor, but a --max-running-requests is capped at
@@ -225,3 +237,17 @@ STATE_LINE_WORDING = {
         f"slots + 1 ({_NO_SLOTS}'s state pool is the request pool, model_runner.py:1442)"
     ),
 }
+
+
+def sglang_version_help() -> str:
+    """The ``--sglang-version`` help: the releases read, the default, and the rows' limits."""
+    names = [r.release for r in RELEASES]
+    unread = [r.release for r in RELEASES if r.fraction_rule == "unread"]
+    sliding = [r.release for r in RELEASES if r.sliding_mirrored]
+    text = (
+        f"With --engine sglang/all: the SGLang release (one of the {len(names)} read, "
+        f"{names[0]} to {names[-1]}, and their .postN read; default {DEFAULT_RELEASE}"
+    )
+    if unread:
+        text += f"; {unread[0]} on with --gpu needs --mem-fraction-static"
+    return text + f"; hybrid SWA / GDN models: {sliding[-1]} or older)."
