@@ -16,7 +16,7 @@ from mmcli.dtypes import KV_DTYPE_BYTES
 from mmcli.errors import InputError
 from mmcli.kv.model import ModelConfig, architecture
 from mmcli.kv.sglang.hybrid import HybridState, hybrid_state
-from mmcli.kv.sglang.releases import SglangRules
+from mmcli.kv.sglang.releases import SglangRules, newest_release
 from mmcli.kv.spec import KVCacheSpec, MLAAttentionSpec
 from mmcli.kv.state import MambaSpec
 
@@ -99,7 +99,8 @@ def sglang_cell(
         raise _refuse(
             f"sliding-window (or chunked) layers in SGLang {rules.release}: its hybrid SWA pool "
             "(is_hybrid_swa_model, swa_full_tokens_ratio) is not mirrored",
-            "pass --sglang-version 0.5.4, or plan it for vLLM (--engine vllm)",
+            f"pass --sglang-version {newest_release(lambda r: r.sliding_mirrored)}, or plan it "
+            "for vLLM (--engine vllm)",
         )
     if not mla and rules.v_head_dim_in_cell:
         _check_v_head_dim(doc, spec.head_size, rules)

@@ -25,7 +25,7 @@ from math import prod
 from typing import Any
 
 from mmcli.errors import InputError
-from mmcli.kv.sglang.releases import SglangRules
+from mmcli.kv.sglang.releases import SglangRules, newest_release
 
 #: ``CONV_DTYPE`` (bfloat16) and the default ``--mamba-ssm-dtype`` (float32), in bytes.
 CONV_BYTES = 2
@@ -71,6 +71,11 @@ class HybridState:
             self.state_layers * (slots + 1) * prod(self.conv_shape) * CONV_BYTES,
             self.state_layers * (slots + 1) * prod(self.ssm_shape) * SSM_BYTES,
         )
+
+
+def _newest_state_pool() -> str:
+    """The newest release whose hybrid state pool is mirrored."""
+    return newest_release(lambda r: r.hybrid_rule in ("fixed", "ratio"))
 
 
 def _refuse(what: str, hint: str) -> InputError:
@@ -171,7 +176,8 @@ def _falcon_h1(doc: dict[str, Any], rules: SglangRules, tp: int, arch: str) -> H
             raise _refuse(
                 f"{arch}: mamba_d_ssm null is not sized by SGLang {rules.release} (its "
                 "hybrid_gdn_params adds None to the groups)",
-                "set mamba_d_ssm, or plan with --sglang-version 0.5.4",
+                "set mamba_d_ssm, or plan with --sglang-version "
+                f"{newest_release(lambda r: r.hybrid_rule == 'ratio')}",
             )
         intermediate = _int(doc, "mamba_expand", 2, arch) * hidden
     else:
@@ -253,8 +259,8 @@ def hybrid_state(doc: dict[str, Any], rules: SglangRules, arch: str, *, tp: int)
         raise _refuse(
             f"{arch or 'this architecture'} (a hybrid Mamba / GDN / linear-attention model): "
             f"the state pool of SGLang {rules.release} is not mirrored (its sizing changed "
-            "after 0.5.4)",
-            "pass --sglang-version 0.5.4, or plan it for vLLM (--engine vllm)",
+            f"after {_newest_state_pool()})",
+            f"pass --sglang-version {_newest_state_pool()}, or plan it for vLLM (--engine vllm)",
         )
     if kind is None:
         served = ", ".join(a for a, _ in rules.hybrid_models) or "none"

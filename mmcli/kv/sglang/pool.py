@@ -311,7 +311,7 @@ def _state_notes(state: HybridState, rules: SglangRules, slots: int, cell: Cell)
         )
     else:
         why = (
-            "SGLang 0.5.3 turns the radix cache off for hybrid models"
+            f"SGLang {rules.release} turns the radix cache off for hybrid models"
             if rules.hybrid_rule == "fixed"
             else f"SGLang {rules.release} turns the radix cache off for {state.architecture}"
         )

@@ -8,6 +8,7 @@ refused rather than planned with another release's rules.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -204,6 +205,12 @@ def sglang_rules(release: str | None) -> SglangRules:
             hint=f"use one of the releases read: {read}",
         )
     return found
+
+
+def newest_release(test: Callable[[SglangRules], bool]) -> str:
+    """The newest release read whose rules pass ``test`` (for hints: "pass --sglang-version
+    ...", formatted from the rows)."""
+    return next(r.release for r in reversed(RELEASES) if test(r))
 
 
 # --- explaining a start-up log that names no release ---------------------------------------
