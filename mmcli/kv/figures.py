@@ -9,8 +9,10 @@ named release's arithmetic from exact inputs; it is an estimate when one input i
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import Any, TypeVar
+
+_Options = TypeVar("_Options", bound="PoolRequest")
 
 #: The figures every engine reports, in table order, with their labels.
 FIGURE_LABELS: dict[str, str] = {
@@ -24,6 +26,30 @@ FIGURE_LABELS: dict[str, str] = {
     "state_bytes_per_request": "state bytes per request",
     "state_slots": "state slots",
 }
+
+
+@dataclass(frozen=True)
+class PoolRequest:
+    """What every engine's pool is sized from, per rank (engine-neutral): the parallelism, the
+    memory (the engine's own figure, or a GPU and the weights for an estimate), the cache
+    dtype and the length. SGLang's and TensorRT-LLM's options extend it with their own."""
+
+    tp: int = 1
+    pp: int = 1
+    #: The memory figure the engine logs (what ``--memory`` gives), in bytes.
+    memory_bytes: int | None = None
+    #: The GPU's total memory (CUDA's figure), its name, and the model's weights: an estimate.
+    gpu_bytes: int | None = None
+    gpu_name: str = ""
+    weights_bytes: int | None = None
+    kv_dtype: str = "auto"
+    max_model_len: int | None = None
+
+    @classmethod
+    def from_request(cls: type[_Options], pool: PoolRequest, **own: Any) -> _Options:
+        """These options for ``pool``, with the engine's own settings ``own``."""
+        shared = {f.name: getattr(pool, f.name) for f in fields(PoolRequest)}
+        return cls(**shared, **own)
 
 
 @dataclass(frozen=True)

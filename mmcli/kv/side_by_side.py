@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from mmcli.errors import InputError
+from mmcli.kv.figures import PoolRequest
 
 if TYPE_CHECKING:
     from mmcli.kv.figures import EngineFigures
@@ -107,48 +108,36 @@ def other_engine(
     max_model_len: int | None,
 ) -> EngineFigures:
     """SGLang's or TensorRT-LLM's figures for ``config`` (``doc``: its HF document, or {})."""
-    gpu_bytes = budget.gpu.total_bytes if budget.gpu is not None else None
-    gpu_name = budget.gpu.name if budget.gpu is not None else ""
+    pool = PoolRequest(
+        tp=tp,
+        pp=pp,
+        memory_bytes=budget.memory_bytes,
+        gpu_bytes=budget.gpu.total_bytes if budget.gpu is not None else None,
+        gpu_name=budget.gpu.name if budget.gpu is not None else "",
+        weights_bytes=budget.weights_bytes,
+        kv_dtype=kv_dtype,
+        max_model_len=max_model_len,
+    )
     if name == "sglang":
         from mmcli.kv.sglang import SglangOptions, plan_sglang
 
-        return plan_sglang(
-            config,
-            doc,
-            SglangOptions(
-                release=args.sglang_version,
-                tp=tp,
-                pp=pp,
-                memory_bytes=budget.memory_bytes,
-                gpu_bytes=gpu_bytes,
-                gpu_name=gpu_name,
-                weights_bytes=budget.weights_bytes,
-                mem_fraction_static=args.mem_fraction_static,
-                page_size=args.page_size or 1,
-                page_size_given=args.page_size is not None,
-                kv_dtype=kv_dtype,
-                max_model_len=max_model_len,
-            ),
+        sglang = SglangOptions.from_request(
+            pool,
+            release=args.sglang_version,
+            mem_fraction_static=args.mem_fraction_static,
+            page_size=args.page_size or 1,
+            page_size_given=args.page_size is not None,
         )
+        return plan_sglang(config, doc, sglang)
     from mmcli.kv.trtllm import TrtllmOptions, plan_trtllm
 
-    return plan_trtllm(
-        config,
-        doc,
-        TrtllmOptions(
-            release=args.trtllm_version,
-            tp=tp,
-            pp=pp,
-            memory_bytes=budget.memory_bytes,
-            gpu_bytes=gpu_bytes,
-            gpu_name=gpu_name,
-            weights_bytes=budget.weights_bytes,
-            free_gpu_memory_fraction=args.free_gpu_memory_fraction,
-            tokens_per_block=args.tokens_per_block,
-            kv_dtype=kv_dtype,
-            max_model_len=max_model_len,
-        ),
+    trtllm = TrtllmOptions.from_request(
+        pool,
+        release=args.trtllm_version,
+        free_gpu_memory_fraction=args.free_gpu_memory_fraction,
+        tokens_per_block=args.tokens_per_block,
     )
+    return plan_trtllm(config, doc, trtllm)
 
 
 def as_budget(memory: int | None, gpu: str | None, weights: int | None) -> Budget:

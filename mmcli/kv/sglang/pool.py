@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mmcli.errors import InputError
-from mmcli.kv.figures import EngineFigures, Figure, max_concurrency
+from mmcli.kv.figures import EngineFigures, Figure, PoolRequest, max_concurrency
 from mmcli.kv.model import ModelConfig
 from mmcli.kv.sglang.budget import Fraction, PrefillGraphs, default_fraction, estimated_rest
 from mmcli.kv.sglang.geometry import Cell, hybrid_cell, sglang_cell, sliding_note
@@ -32,23 +32,15 @@ _SLOTS_PER_REQUEST_WITH_RADIX = 3
 
 
 @dataclass(frozen=True)
-class SglangOptions:
-    """What an SGLang launch sets that changes the pool (per rank)."""
+class SglangOptions(PoolRequest):
+    """What an SGLang launch sets that changes the pool (per rank), beyond the shared
+    :class:`~mmcli.kv.figures.PoolRequest` (whose ``memory_bytes`` is here what
+    ``profile_max_num_token`` calls ``rest_memory``)."""
 
     release: str | None = None
-    tp: int = 1
-    pp: int = 1
-    #: The pool budget: what ``profile_max_num_token`` calls ``rest_memory``, in bytes.
-    memory_bytes: int | None = None
-    #: The GPU's total memory (CUDA's figure) and the model's weights, for an estimate.
-    gpu_bytes: int | None = None
-    gpu_name: str = ""
-    weights_bytes: int | None = None
     mem_fraction_static: float | None = None
     page_size: int = 1
     page_size_given: bool = False
-    kv_dtype: str = "auto"
-    max_model_len: int | None = None
     max_running_requests: int | None = None
     max_total_tokens: int | None = None
     chunked_prefill_size: int | None = None

@@ -13,7 +13,7 @@ from typing import Any
 
 from mmcli.dtypes import KV_DTYPE_BYTES
 from mmcli.errors import InputError
-from mmcli.kv.figures import EngineFigures, Figure, max_concurrency
+from mmcli.kv.figures import EngineFigures, Figure, PoolRequest, max_concurrency
 from mmcli.kv.model import ModelConfig
 from mmcli.kv.spec import KVCacheSpec, MLAAttentionSpec
 from mmcli.kv.state import MambaSpec
@@ -23,22 +23,15 @@ _GIB = 2**30
 
 
 @dataclass(frozen=True)
-class TrtllmOptions:
-    """What a TensorRT-LLM launch sets that changes the pool (per rank)."""
+class TrtllmOptions(PoolRequest):
+    """What a TensorRT-LLM launch sets that changes the pool (per rank), beyond the shared
+    :class:`~mmcli.kv.figures.PoolRequest` (whose ``memory_bytes`` is the figure the engine
+    logs: before the fraction on the C++ runtime, after it on the PyTorch backend)."""
 
     release: str | None = None
-    tp: int = 1
-    pp: int = 1
-    #: The memory figure the engine logs (before the fraction in 0.13, after it in 1.1).
-    memory_bytes: int | None = None
-    gpu_bytes: int | None = None
-    gpu_name: str = ""
-    weights_bytes: int | None = None
     free_gpu_memory_fraction: float | None = None
     tokens_per_block: int | None = None
     max_tokens: int | None = None
-    kv_dtype: str = "auto"
-    max_model_len: int | None = None
 
 
 def _refuse(what: str, hint: str = "plan it for vLLM (--engine vllm)") -> InputError:
