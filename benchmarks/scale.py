@@ -6,7 +6,11 @@
 * a header of a million tensors (as the safetensors library lays it out) inspected, as a
   table and as JSON;
 * a million-layer Hugging Face config (Gemma-3n-like, the second half sharing) planned, as a
-  table and as JSON.
+  table and as JSON;
+* the stated limits (``python benchmarks/scale.py limits`` runs only these): a 64-point
+  ``--sweep`` of the million-layer config; ``-pp 1000000`` (refused, exit 2) and ``-pp 1024``
+  (the limit) on a million layers none of which share; ``check-embeddings -q`` on a dump of a
+  million zero-row items (refused, exit 2) and of 100,000 (the limit).
 
 Each line gives the wall time, the CPU time (user + system, startup included) and the peak
 resident memory of the mmcli process; the bounds the tests hold these runs to are 10 s of CPU
@@ -49,7 +53,7 @@ print(json.dumps([code, usage.ru_utime + usage.ru_stime, usage.ru_maxrss]))
 """
 
 
-def measure(argv: list[str]) -> tuple[float, int, float, int]:
+def measure(argv: list[str], refused: bool = False) -> tuple[float, int, float, int]:
     """Wall time, exit code, CPU seconds and peak resident MiB of one mmcli invocation."""
     start = time.perf_counter()
     proc = subprocess.run(
@@ -60,13 +64,13 @@ def measure(argv: list[str]) -> tuple[float, int, float, int]:
     )
     elapsed = time.perf_counter() - start
     code, cpu, peak = json.loads(proc.stdout)
-    if code not in (0, 1):
+    if code not in ((2,) if refused else (0, 1)):
         raise SystemExit(f"mmcli {' '.join(argv)} exited {code}:\n{proc.stderr}")
     return elapsed, code, cpu, peak >> 10
 
 
-def report(label: str, argv: list[str]) -> None:
-    seconds, code, cpu, peak = measure(argv)
+def report(label: str, argv: list[str], refused: bool = False) -> None:
+    seconds, code, cpu, peak = measure(argv, refused)
     print(f"{label}: {seconds:.2f} s wall, {cpu:.2f} s CPU, {peak} MiB peak (exit {code})")
 
 
@@ -99,6 +103,37 @@ def make_million_layer_config(path: Path, count: int) -> None:
         "num_kv_shared_layers": count // 2,
     }
     path.write_text(json.dumps(config), encoding="utf-8")
+
+
+def make_zero_row_dump(path: Path, count: int) -> None:
+    """A valid dump of ``count`` zero-row (0, 4) items, as ``dump_encoder_outputs`` lays it
+    out (a million make a 75 MB header, within the 100 MB header limit)."""
+    names = sorted(f"mm_embeddings.{i}" for i in range(count))
+    entry = '":{"dtype":"BF16","shape":[0,4],"data_offsets":[0,0]}'
+    meta = {"expected_num_items": str(count), "format": "mm_dump", "format_version": "1"}
+    head = '{"__metadata__":' + json.dumps({**meta, "hidden_size": "4"}) + ',"'
+    data = (head + ',"'.join(n + entry for n in names) + "}").encode()
+    data += b" " * (-len(data) % 8)
+    path.write_bytes(struct.pack("<Q", len(data)) + data)
+
+
+def limits(root: Path) -> None:
+    """The three runs the stated limits bound, at and beyond them."""
+    hf = root / "config.json"
+    make_million_layer_config(hf, 1_000_000)
+    sweep = ["--memory", "80GiB", "--sweep", "max-model-len=1K..32K:64"]
+    report("kv-share plan, 1,000,000 layers, 64-point sweep", ["kv-share", "plan", str(hf), *sweep])
+    flat = root / "flat.json"
+    config = json.loads(hf.read_text(encoding="utf-8"))
+    flat.write_text(json.dumps({**config, "num_kv_shared_layers": 0}), encoding="utf-8")
+    plan = ["kv-share", "plan", str(flat), "--memory", "80GiB", "-pp"]
+    report("kv-share plan, 1,000,000 layers, -pp 1000000", [*plan, "1000000"], refused=True)
+    report("kv-share plan, 1,000,000 layers, -pp 1024", [*plan, "1024"])
+    for count, refused in ((1_000_000, True), (100_000, False)):
+        dump = root / f"zero_rows_{count}.safetensors"
+        make_zero_row_dump(dump, count)
+        check = ["check-embeddings", "-q", str(dump), "--device", "cpu"]
+        report(f"check-embeddings -q, {count:,} zero-row items", check, refused)
 
 
 def make_dumps(folder: Path, count: int) -> None:
@@ -151,6 +186,9 @@ def make_sparse_safetensors(path: Path, size_bytes: int) -> None:
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
+        if sys.argv[1:] == ["limits"]:
+            limits(root)
+            return
         dumps = root / "dumps"
         dumps.mkdir()
         make_dumps(dumps, 200)
@@ -179,6 +217,7 @@ def main() -> None:
         plan = ["kv-share", "plan", str(hf), "--memory", "80GiB"]
         report("kv-share plan, 1,000,000 layers, table", plan)
         report("kv-share plan, 1,000,000 layers, JSON", [*plan, "--format", "json"])
+        limits(root)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,10 @@ from mmcli.text import human_bytes, printable
 
 Status = Literal["ok", "failed", "error"]
 STAGES = ("load", "check", "scatter", "gather")
+#: At most this many items in one dump: each is read and judged on its own (tens of
+#: microseconds), so this many take a few seconds; a header may name ten times as many
+#: (a million zero-row items fit in its 100 MB), which would take minutes.
+MAX_ITEMS = 100_000
 #: An item's status from the worst severity among its findings (info counts as ok).
 _STATUSES = ("ok", "warning", "error")
 _RANK = {"warning": 1, "error": 2}
@@ -306,6 +310,12 @@ def _run(
         expected = expected_items if expected_items is not None else dump.expected_num_items
         hidden = hidden_size if hidden_size is not None else dump.hidden_size
         dtype = model_dtype if model_dtype is not None else dump.model_dtype
+        if dump.num_items > MAX_ITEMS:  # refused before any item is read
+            raise InputError(
+                f"{printable(str(path))}: {dump.num_items:,} items, more than the "
+                f"{MAX_ITEMS:,} check-embeddings checks in one dump",
+                hint=f"split the dump into files of at most {MAX_ITEMS:,} items",
+            )
         context = read_context(dump.header, read_tensor)
     diagnosis = Diagnosis(
         expected_num_items=expected,

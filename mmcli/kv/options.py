@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import InitVar, dataclass
+from typing import Final
 
 from mmcli.dtypes import kv_dtype
 from mmcli.errors import InputError
@@ -79,6 +80,11 @@ _EXAMPLES = {
     "--num-gpu-blocks-override": "the block count the engine should use, e.g. 1024",
     "--max-num-seqs": "e.g. 256",
 }
+
+
+#: At most this many pipeline stages: each is planned and reported on its own row (a
+#: thousand take about a second; a million took minutes).
+MAX_PIPELINE_STAGES: Final = 1024
 
 
 def check_positive(option: str, value: int) -> None:
@@ -168,6 +174,12 @@ class PlanOptions:
             check_positive("--block-size", self.block_size)
         check_positive("--tensor-parallel-size", self.tensor_parallel_size)
         check_positive("--pipeline-parallel-size", self.pipeline_parallel_size)
+        if self.pipeline_parallel_size > MAX_PIPELINE_STAGES:  # refused before any planning
+            raise InputError(
+                f"--pipeline-parallel-size {self.pipeline_parallel_size:,}: mmcli plans at most "
+                f"{MAX_PIPELINE_STAGES:,} pipeline stages (each is a row of the report)",
+                hint=f"use at most {MAX_PIPELINE_STAGES:,} stages",
+            )
         if self.pp_layer_partition is not None:
             if any(n < 0 or n > MAX_COUNT for n in self.pp_layer_partition):
                 raise InputError(

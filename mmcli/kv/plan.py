@@ -29,6 +29,7 @@ from mmcli.kv.options import PlanOptions
 from mmcli.kv.plan_notes import release_notes, too_small
 from mmcli.kv.releases import EngineRules, describe
 from mmcli.kv.result import GroupPlan, KVPlan, SidePlan
+from mmcli.kv.reuse import options_key, reuse
 from mmcli.kv.sharing import first_group_of, validate_sharing_map
 from mmcli.kv.spec import KVCacheSpec, Layer
 from mmcli.kv.state import MambaSpec
@@ -92,10 +93,20 @@ def _layout(layers: list[Layer], run: _Run) -> Layout:
 
 
 def _side(layers: list[Layer], run: _Run) -> tuple[SidePlan, Layout]:
-    layout = _layout(layers, run)
+    # The length counts only where one block is a whole request's state (see _layout).
+    specs = reuse("specs", (layers,), (), lambda: _distinct_specs(layers))
+    stateful = run.state_pages == 1 and all(isinstance(s, MambaSpec) for s in specs)
+    length = run.max_model_len if stateful else None
+    key = (options_key(run.options), run.state_pages, length)
+    layout = reuse("layout", (layers,), key, lambda: _layout(layers, run))
     max_len = run.max_model_len
     counts = layout.counts
-    shares = None if run.stages is None else stage_shares(layout, run.stages, run.rules)
+    st, rules = run.stages, run.rules
+    shares = (
+        None
+        if st is None
+        else reuse("shares", (layout, st), (rules,), lambda: stage_shares(layout, st, rules))
+    )
     side = SidePlan(
         owners=len(layers),
         num_groups=len(layout.groups),
@@ -182,22 +193,27 @@ def plan_kv_cache(
     if not user_block and not config.block_size_given:
         options = replace(options, block_size=rules.default_block_size)  # 64 from 0.34
     # The config's own specs, each once: a million layers have a handful.
-    options, spec_note = speculative_tokens(config, _distinct_specs(config.layers), options)
+    own_specs = reuse("specs", (config.layers,), (), lambda: _distinct_specs(config.layers))
+    options, spec_note = speculative_tokens(config, own_specs, options)
     batch, batch_note = batched_tokens(config, options)
     options = replace(options, max_num_batched_tokens=batch)
-    layers = rank_layers(config, options)
+    layers = reuse("ranks", (config,), options_key(options), lambda: rank_layers(config, options))
     max_len = model_max_len(
         config, rules, options.max_model_len, allow_long=options.allow_long_max_model_len
     )
     if max_len is not None and max_len <= 0:  # only a ModelConfig built in code
         raise InputError(f"{config.name}: max_model_len must be positive, got {max_len}")
-    distinct = _distinct_specs(layers)
+    distinct = reuse("specs", (layers,), (), lambda: _distinct_specs(layers))
     if not any(spec is not None for spec in distinct):
         raise InputError(
             f"no layer of {config.name} keeps a KV cache or a state, so there is nothing to plan",
             hint="every layer is of a type without a cache",
         )
-    findings = list(extra_findings or []) + validate_sharing_map(layers, strict=options.strict)
+    strict = options.strict
+    checked = reuse(
+        "map", (layers,), (strict,), lambda: validate_sharing_map(layers, strict=strict)
+    )
+    findings = list(extra_findings or []) + list(checked)
     findings += config.findings + config.map_findings + ([batch_note] if batch_note else [])
     findings += ([spec_note] if spec_note else []) + sparse_notes
     map_errors = any(f.severity == "error" for f in findings)
@@ -213,8 +229,7 @@ def plan_kv_cache(
         )
 
     findings += release_notes(distinct, options, user_block) + chunked_as_full(distinct, options)
-    kv_layers = [layer for layer in layers if layer.spec is not None]
-    owners = [layer for layer in kv_layers if layer.kv_sharing_target is None]
+    kv_layers, owners = reuse("owners", (layers,), (), lambda: _owners(layers))
     if not owners and not map_errors:  # a map with errors (a cycle, say) is their finding
         raise InputError(
             "every layer with a KV cache shares another's, so no layer owns a cache",
@@ -223,9 +238,15 @@ def plan_kv_cache(
     stages = None
     if options.pipeline_parallel_size > 1:
         pp = options.pipeline_parallel_size
-        stages = split_layers(config, layers, pp, options.pp_layer_partition, rules)
+        part = options.pp_layer_partition
+        made = (config, layers)
+        stages = reuse(
+            "stages", made, (pp, part, rules), lambda: split_layers(*made, pp, part, rules)
+        )
         if not map_errors:
-            check_sharing(kv_layers, stages)
+            reuse(
+                "stage-sharing", (kv_layers, stages), (), lambda: check_sharing(kv_layers, stages)
+            )
     pages, caching_note = state_pages(config, distinct, options)
     findings += [caching_note] if caching_note else []
     run = _Run(rules, max_len, _reserve_tokens(options), pages, options, stages)
@@ -245,20 +266,8 @@ def plan_kv_cache(
             with_side, layout = _side(owners, run) if shares else (without, without_layout)
             if config.engine_shares:
                 engine_layout = layout
-            owner_groups = [
-                GroupPlan(g.index, g.attention, g.spec, list(g.layer_names)) for g in layout.groups
-            ]
-            groups = [
-                GroupPlan(g.index, g.attention, g.spec, list(g.layer_names)) for g in layout.groups
-            ]
-            # A sharing layer joins its target's group (appended in layer order).
-            group_by_name: dict[str, int] = first_group_of(groups)
-            for layer in kv_layers:
-                if layer.kv_sharing_target is not None:
-                    g_index = group_by_name[layer.kv_sharing_target]
-                    groups[g_index].layer_names.append(layer.name)
-                    group_by_name[layer.name] = g_index
-            group_of = list(map(group_by_name.get, [layer.name for layer in layers]))
+            grouped = (layers, kv_layers, layout)
+            owner_groups, groups, group_of = reuse("groups", grouped, (), lambda: _groups(*grouped))
     except EngineRefusal as refusal:
         raise InputError(refusal.message, hint=refusal.hint) from None
 
@@ -287,6 +296,32 @@ def plan_kv_cache(
         rules=rules,
         engine_side=engine_side,
     )
+
+
+def _owners(layers: list[Layer]) -> tuple[list[Layer], list[Layer]]:
+    """The layers with a KV cache or a state, and those of them that own theirs."""
+    kv_layers = [layer for layer in layers if layer.spec is not None]
+    return kv_layers, [layer for layer in kv_layers if layer.kv_sharing_target is None]
+
+
+def _groups(
+    layers: list[Layer], kv_layers: list[Layer], layout: Layout
+) -> tuple[list[GroupPlan], list[GroupPlan], list[int | None]]:
+    """The owners' groups, the groups with each sharing layer in its target's, and each
+    layer's group."""
+    owner_groups = [
+        GroupPlan(g.index, g.attention, g.spec, list(g.layer_names)) for g in layout.groups
+    ]
+    groups = [GroupPlan(g.index, g.attention, g.spec, list(g.layer_names)) for g in layout.groups]
+    # A sharing layer joins its target's group (appended in layer order).
+    group_by_name: dict[str, int] = first_group_of(groups)
+    for layer in kv_layers:
+        if layer.kv_sharing_target is not None:
+            g_index = group_by_name[layer.kv_sharing_target]
+            groups[g_index].layer_names.append(layer.name)
+            group_by_name[layer.name] = g_index
+    group_of = list(map(group_by_name.get, [layer.name for layer in layers]))
+    return owner_groups, groups, group_of
 
 
 def _unplanned(

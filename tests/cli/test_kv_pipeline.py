@@ -68,3 +68,14 @@ def test_bad_pipeline_options(args: list[str], error: str) -> None:
     lines = result.stderr.splitlines()
     assert len(lines) == 2 and lines[0].startswith("error: ") and lines[1].startswith("hint: ")
     assert error in lines[0]
+
+
+def test_more_stages_than_the_stated_limit_are_refused() -> None:
+    """-pp beyond MAX_PIPELINE_STAGES: exit 2 naming the limit, checked with the options
+    (a million stages of a million-layer config took minutes); the limit itself plans."""
+    from mmcli.kv.options import MAX_PIPELINE_STAGES
+
+    result = plan("--memory", "80GiB", "-pp", str(MAX_PIPELINE_STAGES + 1))
+    assert result.exit_code == 2
+    assert f"at most {MAX_PIPELINE_STAGES:,} pipeline stages" in result.stderr
+    assert "hint:" in result.stderr

@@ -7,6 +7,7 @@ import io
 import json
 import subprocess
 import sys
+from collections import Counter
 from contextlib import redirect_stdout
 from dataclasses import replace
 from pathlib import Path
@@ -210,3 +211,87 @@ def test_a_million_layer_plan_as_json_is_bounded(
         check=True,
     ).stdout.split()
     assert count == ["1000000", str(1_000_000 - shared)]
+
+
+# -- a sweep's points share the layer work; stage ranges are summed once --------------------
+
+
+def _counted(monkeypatch: Any, module: Any, names: tuple[str, ...]) -> Counter[str]:
+    calls: Counter[str] = Counter()
+    for name in names:
+        real = getattr(module, name)
+
+        def counted(*args: Any, _real: Any = real, _name: str = name, **kwargs: Any) -> Any:
+            calls[_name] += 1
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, counted)
+    return calls
+
+
+_LAYER_WORK = ("rank_layers", "validate_sharing_map", "group_layers")
+
+
+@pytest.mark.parametrize("text", ["max-model-len=1K..8K", "memory=1GiB..8GiB:4"])
+def test_a_sweep_builds_the_layer_table_once_for_all_its_points(
+    monkeypatch: Any, text: str
+) -> None:
+    """Four points of a sharing model: the layers are ranked, the map checked and each side
+    (with and without sharing) grouped once, not once per point; every point is the plan a
+    plain run at that value makes."""
+    from mmcli.kv import plan as plan_module
+    from mmcli.kv.whatif.sweep import SidePoint, parse_sweep, run_sweep
+
+    model = parse_hf_config(
+        gemma(24, num_kv_shared_layers=12, max_position_embeddings=8192),
+        default_name="g",
+        where="config.json",
+    )
+    options = PlanOptions(memory_bytes=2**30, max_model_len=4096)
+    spec = parse_sweep(text)
+    calls = _counted(monkeypatch, plan_module, _LAYER_WORK)
+    sweep = run_sweep(model, options, spec)
+    assert len(sweep.points) == 4
+    assert calls == {"rank_layers": 1, "validate_sharing_map": 1, "group_layers": 2}
+    field = "max_model_len" if spec.parameter == "max-model-len" else "memory_bytes"
+    for point in sweep.points:
+        alone = plan_kv_cache(model, replace(options, **{field: point.value}))
+        assert point.with_sharing == SidePoint.of(alone.with_sharing)
+        assert point.without_sharing == SidePoint.of(alone.without_sharing)
+
+
+def test_plans_outside_a_sweep_keep_nothing(monkeypatch: Any) -> None:
+    from mmcli.kv import plan as plan_module
+
+    model = parse_hf_config(gemma(12), default_name="g", where="config.json")
+    calls = _counted(monkeypatch, plan_module, _LAYER_WORK)
+    for _ in range(2):
+        plan_kv_cache(model, PlanOptions(memory_bytes=2**30))
+    assert calls == {"rank_layers": 2, "validate_sharing_map": 2, "group_layers": 2}
+
+
+class _CountingSizes(tuple[int, ...]):
+    """A tuple that counts the elements its indexing and slicing hand out."""
+
+    touched = 0
+
+    def __getitem__(self, key: Any) -> Any:
+        got = tuple.__getitem__(self, key)
+        _CountingSizes.touched += len(got) if isinstance(key, slice) else 1
+        return got
+
+
+def test_the_stage_ranges_of_p_stages_take_order_p_work() -> None:
+    """-pp N: every stage's layer range (the plan reads each) in O(stages), not O(stages²)
+    (a million stages were a half-trillion additions)."""
+    from mmcli.kv.engine.pipeline import Stages, stage_sizes
+
+    p = 2_000
+    sizes = _CountingSizes(stage_sizes(3 * p + 7, p, None))
+    stages = Stages(sizes, {})
+    _CountingSizes.touched = 0
+    ranges = [stages.layer_range(s) for s in range(p)]
+    assert _CountingSizes.touched <= 3 * p
+    assert ranges[0][0] == 0 and ranges[-1][1] == 3 * p + 6
+    assert all(ranges[i][1] + 1 == ranges[i + 1][0] for i in range(p - 1))
+    assert [last - first + 1 for first, last in ranges] == list(sizes)

@@ -25,7 +25,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import chain, repeat
+from functools import cached_property
+from itertools import accumulate, chain, repeat
 
 from mmcli.errors import InputError
 from mmcli.kv.engine.layout import Layout, Spec
@@ -47,9 +48,15 @@ class Stages:
     def count(self) -> int:
         return len(self.sizes)
 
+    @cached_property
+    def starts(self) -> tuple[int, ...]:
+        """Each stage's first decoder-layer index: summed once, so that the ranges of a
+        million stages take a million additions, not a million sums."""
+        return (0, *accumulate(self.sizes[:-1]))
+
     def layer_range(self, stage: int) -> tuple[int, int]:
         """The first and last decoder-layer index of ``stage`` (last < first: none)."""
-        first = sum(self.sizes[:stage])
+        first = self.starts[stage]
         return first, first + self.sizes[stage] - 1
 
 

@@ -20,6 +20,7 @@ from mmcli.findings import Finding
 from mmcli.kv.model import ModelConfig
 from mmcli.kv.options import PlanOptions, parse_size
 from mmcli.kv.result import ENGINE_CODES, KVPlan, SidePlan
+from mmcli.kv.reuse import across_points
 
 PARAMETERS: Final = ("max-model-len", "memory")
 #: At most this many points: each is a full plan.
@@ -264,15 +265,15 @@ def run_sweep(
         fixed = length
     points = []
     plan: KVPlan | None = None
-    for value in spec.values:
-        if spec.parameter == "max-model-len":
-            changed = replace(options, max_model_len=value)
-        else:
-            changed = replace(options, memory_bytes=value)
-        plan = plan_kv_cache(config, changed, extra_findings=extra_findings)
-        points.append(
-            SweepPoint(value, SidePoint.of(plan.with_sharing), SidePoint.of(plan.without_sharing))
-        )
+    with across_points():  # the layer work (ranks, map, groups) done once, not per point
+        for value in spec.values:
+            if spec.parameter == "max-model-len":
+                changed = replace(options, max_model_len=value)
+            else:
+                changed = replace(options, memory_bytes=value)
+            plan = plan_kv_cache(config, changed, extra_findings=extra_findings)
+            with_side, without = plan.with_sharing, plan.without_sharing
+            points.append(SweepPoint(value, SidePoint.of(with_side), SidePoint.of(without)))
     assert plan is not None  # a spec has at least one value
     shares = any(p.with_sharing != p.without_sharing for p in points) and any(
         p.with_sharing is not None for p in points
