@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from mmcli.kv import PlanRequest, plan_run
+from mmcli.kv.whatif.gpus import resolve_gpu
 
 HERE = Path(__file__).resolve().parents[1] / "gpu_logs"
 CASES: list[dict[str, Any]] = json.loads((HERE / "cases.json").read_text())["cases"]
@@ -33,6 +34,8 @@ _READERS: dict[str, tuple[str, ...]] = {
     "gpu_memory_utilization": (
         rf"gpu_memory_utilization={_FLOAT}",
         rf"gpu_memory_utilization \({_FLOAT}\)",
+        rf"'gpu_memory_utilization': {_FLOAT}",
+        rf"--gpu-memory-utilization[= ]{_FLOAT}",
     ),
     "weights_gib": (
         rf"Loading model weights took {_FLOAT} GB",
@@ -45,6 +48,14 @@ _READERS: dict[str, tuple[str, ...]] = {
         rf"Available KV cache memory: {_FLOAT} GiB",
     ),
 }
+#: Settings a V1 log prints only sometimes: checked where the log prints them.
+_PRINTED_IF_SET: dict[str, str] = {
+    "max_model_len": r"Using max model len (\d+)",
+    "max_num_batched_tokens": r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)",
+}
+#: What V1 uses when the non-default args leave it out (vLLM 0.10.1 vllm/config/cache.py:
+#: ``gpu_memory_utilization: float = 0.9``).
+_V1_DEFAULTS: dict[str, float] = {"gpu_memory_utilization": 0.9}
 _BREAKDOWN: dict[str, str] = {
     "non_torch_gib": rf"non_torch_memory(?:=| takes ){_FLOAT}GiB",
     "peak_torch_gib": rf"peak_torch_memory={_FLOAT}GiB",
@@ -71,8 +82,22 @@ def test_each_excerpt_agrees_with_its_entry(case: dict[str, Any]) -> None:
     assert text.splitlines()[0] == f"# source: {case['url']}" or text.startswith(
         f"# source: {case['url']} "
     )
+    if re.fullmatch(r"\d+\.\d+\.\d+(?:\.\d+)?", case["release"]):
+        assert case["release"] in text, "the release is quoted in the excerpt"
     for key, patterns in _READERS.items():
-        assert _read(text, patterns) == case[key], key
+        if key == "total_gib" and case.get("total_from"):
+            # V1 prints no total: the entry takes the GPU table's reading for the named GPU.
+            assert _read(text, patterns) is None
+            assert case[key] == round(resolve_gpu(case["total_from"]).total_gib, 2), key
+        elif key in case.get("defaults", ()):
+            assert _read(text, patterns) is None, key
+            assert case[key] == _V1_DEFAULTS[key], key
+        else:
+            assert _read(text, patterns) == case[key], key
+    for key, pattern in _PRINTED_IF_SET.items():
+        found = re.search(pattern, text)
+        if found:
+            assert int(found.group(1)) == case[key], key
     for key, value in case["breakdown"].items():
         assert _read(text, _BREAKDOWN[key]) == value, key
     if case.get("config"):
