@@ -61,6 +61,10 @@ _BREAKDOWN: dict[str, str] = {
     "peak_torch_gib": rf"peak_torch_memory={_FLOAT}GiB",
     "activation_peak_gib": rf"PyTorch activation peak memory takes {_FLOAT}GiB",
     "initial_memory_usage_gib": rf"initial_memory_usage={_FLOAT}GiB",
+    # V1: what the CUDA graphs took once captured (after the KV cache was sized); the excerpt
+    # may wrap the line before "secs".
+    "graph_capture_gib": rf"Graph capturing finished in \d+\s+secs, took {_FLOAT} GiB",
+    "cuda_graph_estimate_gib": rf"Estimated CUDA graph memory: {_FLOAT} GiB total",
 }
 
 
@@ -145,9 +149,9 @@ def test_the_estimate_is_planned_for_every_case_that_has_a_config() -> None:
 @pytest.mark.xfail(strict=True, reason="the flat 2 GiB reserve; the named components replace it")
 def test_the_estimate_meets_the_thresholds_of_the_issue() -> None:
     errors = estimate_errors()
-    print("\ncase              estimate GiB  logged GiB  error")
+    print(f"\n{'case':<24}estimate GiB  logged GiB  error")
     for name, (got, logged, err) in errors.items():
-        print(f"{name:<18}{got:>12.2f}{logged:>12.2f}{err:>+8.1%}")
+        print(f"{name:<24}{got:>12.2f}{logged:>12.2f}{err:>+8.1%}")
     sizes = [abs(e) for *_, e in errors.values()]
     print(f"median |error| {statistics.median(sizes):.1%}, worst {max(sizes):.1%}")
     within_5 = sum(s <= 0.05 for s in sizes)
