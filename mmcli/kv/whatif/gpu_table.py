@@ -54,6 +54,63 @@ GPUS: Final[tuple[GPU, ...]] = (
     GPU("RTX5090", "32 GB GDDR7", _gib(31.36), _OOM.format("31.36"), ("5090", "RTX-5090")),
     GPU("B200", "180 GB HBM3e", _gib(178.35), "CUDA totalGlobalMem 178.35 GiB", ("B200-180GB",)),
     GPU(
+        "T4",
+        "16 GB GDDR6",
+        _gib(14.56),
+        _OOM.format("14.56") + " on a Tesla T4: https://github.com/Zheng-Chong/CatVTON/issues/133, "
+        "https://github.com/AlphaGPU/leetgpu-challenges/issues/52",
+        ("Tesla-T4",),
+    ),
+    GPU(
+        "V100-16GB",
+        "16 GB HBM2",
+        _gib(15.78),
+        "torch's OOM message '15.78 GiB total capacity' on a 16G V100, "
+        "https://github.com/kchengiva/Shift-GCN/issues/34",
+        ("V100-16G", "V100-SXM2-16GB", "V100-PCIE-16GB"),
+    ),
+    GPU(
+        "V100-32GB",
+        "32 GB HBM2",
+        _gib(31.74),
+        "torch's OOM message '31.74 GiB total capacity' on a V100 32GB, "
+        "https://github.com/liucongg/ChatGLM-Finetuning/issues/73",
+        ("V100-32G", "V100-SXM2-32GB", "V100-PCIE-32GB"),
+    ),
+    GPU(
+        "RTX6000-Ada",
+        "48 GB GDDR6",
+        _gib(44.43),
+        _OOM.format("44.43")
+        + " on an RTX 6000 Ada (the same post's nvidia-smi line shows 46068MiB), "
+        "https://github.com/DINGYANB/MTVCrafter/issues/21",
+        ("RTX-6000-Ada", "RTX6000Ada"),
+    ),
+    GPU(
+        "RTX-PRO-6000",
+        "96 GB GDDR7 (Blackwell)",
+        _gib(94.97),
+        "CUDA's total as ds4 prints it ('total=94.97 GiB') on a 96GB RTX Pro 6000 Blackwell, "
+        "https://github.com/antirez/ds4/issues/431",
+        ("RTX-PRO-6000-Blackwell", "RTXPRO6000", "PRO6000"),
+    ),
+    GPU(
+        "RTX-A6000",
+        "48 GB GDDR6",
+        _gib(47.53),
+        "typical: torch's 'total capacity of 47.53 GiB' as it recurs in public notebooks run on "
+        "48 GB cards, not linked to one report naming an RTX A6000",
+        ("A6000",),
+    ),
+    GPU(
+        "MI300X",
+        "192 GB HBM3",
+        _gib(191.98),
+        "typical: torch's 'HIP out of memory ... total capacity of 191.98 GiB' as it recurs in "
+        "public MI300X notes, not linked to one report",
+        ("Instinct-MI300X",),
+    ),
+    GPU(
         "GB10",
         "128 GB LPDDR5X unified (DGX Spark)",
         _gib(121.69),

@@ -154,6 +154,44 @@ def test_added_names_resolve_to_their_cited_readings(name: str, gib: float) -> N
     assert resolve_gpu(name).total_gib == pytest.approx(gib)
 
 
+@pytest.mark.parametrize(
+    ("name", "gib"),
+    # torch's OOM "total capacity" quoted in public issues: 14.56 GiB on a Tesla T4
+    # (https://github.com/Zheng-Chong/CatVTON/issues/133), 15.78 / 31.74 GiB on V100 16 / 32 GB
+    # (https://github.com/kchengiva/Shift-GCN/issues/34,
+    # https://github.com/liucongg/ChatGLM-Finetuning/issues/73), 44.43 GiB on an RTX 6000 Ada
+    # (https://github.com/DINGYANB/MTVCrafter/issues/21); CUDA's total 94.97 GiB as ds4 prints it
+    # on an RTX Pro 6000 Blackwell (https://github.com/antirez/ds4/issues/431).
+    [
+        ("T4", 14.56),
+        ("Tesla T4", 14.56),
+        ("V100-16GB", 15.78),
+        ("v100-sxm2-32gb", 31.74),
+        ("RTX 6000 Ada", 44.43),
+        ("RTX-PRO-6000", 94.97),
+        ("rtx pro 6000 blackwell", 94.97),
+    ],
+)
+def test_cited_cards_resolve_to_their_readings(name: str, gib: float) -> None:
+    assert resolve_gpu(name).total_gib == pytest.approx(gib)
+
+
+@pytest.mark.parametrize(("name", "gib"), [("A6000", 47.53), ("MI300X", 191.98)])
+def test_typical_cards_say_so_and_what_they_rest_on(name: str, gib: float) -> None:
+    # No single linkable report names the card with this reading: the source says "typical"
+    # and where the figure comes from.
+    gpu = resolve_gpu(name)
+    assert gpu.total_gib == pytest.approx(gib)
+    assert gpu.source.startswith("typical:") and "not linked" in gpu.source
+
+
+def test_a_bare_v100_stays_ambiguous() -> None:
+    # 16 GB and 32 GB boards report 15.78 and 31.74 GiB: the size must be named.
+    with pytest.raises(InputError, match="unknown GPU 'V100'"):
+        resolve_gpu("V100")
+    assert resolve_gpu("V100-32G").name == "V100-32GB"
+
+
 def test_every_entry_has_a_source_and_stays_below_its_marketing_size() -> None:
     from mmcli.kv.whatif.gpu_table import GPUS
 
