@@ -30,33 +30,6 @@ def plan(path: Path, **options: Any):  # type: ignore[no-untyped-def]
     return plan_sglang(load_config(path), read_document(path), SglangOptions(**options))
 
 
-@pytest.mark.parametrize("release", CONFIGURATOR)
-def test_dense_pool_is_the_budget_over_the_mha_cell(release: str) -> None:
-    # 0.5.14 model_executor/model_runner_kv_cache_mixin.py:96 (0.5.16
-    # mem_cache/kv_cache_configurator.py:1548, 0.5.23 :2990): rest = available − pre-load ×
-    # (1 − mem_fraction_static), bytes = int(rest × 2³⁰); 0.5.14 pool_configurator.py:204:
-    # cell = kv_heads/tp × (head_dim + v_head_dim) × layers × bytes = 1 × (128 + 128) × 94 × 2
-    # = 48,128 B at tp 4; :225 tokens = bytes // cell = 10 GiB // 48,128 = 223,101. 0.5.14
-    # mixin :985 (0.5.16 kv_cache_configurator.py:1622, 0.5.23 :3119): estimated =
-    # clamp(int(223101 / 40960 × 512) = 2788, 2048, 4096); no --max-running-requests:
-    # min(2788, 223101 // 2) = 2788.
-    result = plan(QWEN3_235B, release=release, tp=4, memory_bytes=10 * GiB)
-    assert result.release == release
-    assert result.value("bytes_per_token") == 48_128
-    assert result.value("pool_tokens") == 223_101
-    assert result.value("max_running_requests") == 2788
-
-
-@pytest.mark.parametrize("release", CONFIGURATOR)
-def test_mla_cell_is_the_latent_per_layer(release: str) -> None:
-    # 0.5.14 model_executor/pool_configurator.py:174 (0.5.18 calculate_mla_kv_cache_dim in
-    # mem_cache/kv_cache_configurator.py:2139: a non-DSA model keeps it): (kv_lora_rank 512 +
-    # qk_rope_head_dim 64) × 61 layers × 2 B = 70,272 B, not divided by tp.
-    result = plan(DEEPSEEK_V3, release=release, tp=8, memory_bytes=70_272 * 1000)
-    assert result.value("bytes_per_token") == 70_272
-    assert result.value("pool_tokens") == 1000
-
-
 @pytest.mark.parametrize("release", ["0.5.14", "0.5.16", "0.5.23"])
 def test_page_floor_after_the_token_cap(release: str) -> None:
     # 0.5.14 pool_configurator.py:226 floors 223,101 to the page: 223,101 // 64 × 64 =

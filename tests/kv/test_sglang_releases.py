@@ -23,7 +23,11 @@ QWEN3_235B = CONFIGS / "Qwen--Qwen3-235B-A22B-FP8.json"
 DEEPSEEK_V3 = CONFIGS / "deepseek-ai--DeepSeek-R1.as-DeepSeek-V3.json"
 QWEN3_NEXT = CONFIGS / "Qwen--Qwen3-Next-80B-A3B-Thinking.json"
 GiB = 2**30
-NEW = ("0.5.5", "0.5.6", "0.5.7", "0.5.8", "0.5.9", "0.5.10", "0.5.11", "0.5.12", "0.5.13")
+#: 0.5.5 … 0.5.23: 0.5.14 on size the pool with the KV-cache configurator, whose budget, cell
+#: and page floor are 0.5.13's (0.5.14 model_executor/model_runner_kv_cache_mixin.py:96 and
+#: pool_configurator.py:174 / :204 / :225; 0.5.16 mem_cache/kv_cache_configurator.py:1548;
+#: 0.5.23 :2990; 0.5.18's calculate_mla_kv_cache_dim, :2139, keeps a non-DSA model's cell).
+NEW = tuple(f"0.5.{n}" for n in range(5, 24))
 
 
 def plan(path: Path, **options: Any):  # type: ignore[no-untyped-def]
