@@ -39,10 +39,9 @@ import torch
 from mmcli._version import __version__
 from mmcli.capture._common import DEFAULT_MAX_DUMPS, Capturer, Mode
 from mmcli.capture.context import CaptureContext
+from mmcli.capture.model_config import MODALITIES, model_facts
 
 _MISSING: Any = object()
-#: The encoders a transformers vision/audio-language model's inner module may expose.
-MODALITIES = ("image", "video", "audio")
 
 
 @dataclass
@@ -127,15 +126,6 @@ def item_ranges(
     return list(runs) if len(runs) == len(rows) else None
 
 
-def _token(config: Any, modality: str) -> int | None:
-    """The placeholder token id of ``modality`` (``image_token_id`` or ``…_index``)."""
-    for key in (f"{modality}_token_id", f"{modality}_token_index"):
-        token = getattr(config, key, None)
-        if isinstance(token, int):
-            return token
-    return None
-
-
 def _features_modality(name: str) -> str | None:
     """``image_features`` → ``image`` (a get_placeholder_mask parameter), else None."""
     stem = name.removesuffix("_features")
@@ -149,8 +139,8 @@ class _Session:
         self.model = model
         self.capturer = capturer
         config = getattr(model, "config", None)
-        text = getattr(config, "text_config", None) or config
-        self.tokens = {m: t for m in MODALITIES if (t := _token(config, m)) is not None}
+        facts = model_facts(config)
+        self.tokens = facts.tokens
         versions = {"mmcli": __version__, "torch": torch.__version__}
         try:
             import transformers
@@ -160,8 +150,12 @@ class _Session:
             pass
         tp = getattr(model, "_tp_size", None) or getattr(model, "tp_size", None)
         dtype = getattr(model, "dtype", None)
+        extra = dict(context.extra)
+        if context.hidden_size is None and facts.hidden_size_source:
+            extra["hidden_size_source"] = facts.hidden_size_source
         self.context = context.with_(
-            hidden_size=context.hidden_size or getattr(text, "hidden_size", None),
+            hidden_size=context.hidden_size or facts.hidden_size,
+            extra=extra,
             dtype=context.dtype or (dtype if isinstance(dtype, torch.dtype) else None),
             model=context.model or getattr(config, "model_type", None),
             engine=context.engine or "transformers",

@@ -43,6 +43,7 @@ V2_METADATA = (
     "engine",
     "engine_error",
     "capture_reason",
+    "hidden_size_source",
 )
 #: Metadata keys with a meaning; any other key is kept and shown.
 KNOWN_METADATA = (

@@ -218,6 +218,11 @@ def test_healthy_always_dumps_merged_layout_with_masks(
     assert meta["phase"] == "prefill"
     assert meta["version_sglang"] == sys.modules["sglang"].__version__
     assert meta["hidden_size"] == str(HIDDEN)
+    # the model's config (SGLang's model keeps it as .config): the language model's hidden
+    # size, which key it came from, the image placeholder id; the dtype of its embedding
+    assert meta["hidden_size_source"] == "hidden_size"
+    assert meta["placeholder_token_ids"] == "63"
+    assert meta["dtype"] == "float32"
     assert meta["model"] == "fake/tiny-vlm"
     assert meta["modality"] == "image"
     assert meta["item_rows"] == "placeholders"

@@ -247,6 +247,12 @@ def test_healthy_dump_checks_clean(family: Tiny, tmp_path: Path) -> None:
     meta = dump.metadata
     assert meta["format_version"] == "2" and meta["engine"] == "transformers"
     assert meta["placeholder_token_ids"] == str(family.token)
+    # the language model's hidden size from the config, with its key, and the model dtype
+    assert (meta["hidden_size"], meta["hidden_size_source"]) == (
+        str(family.hidden),
+        "text_config.hidden_size",
+    )
+    assert meta["dtype"] == "float32"
     assert meta["version_transformers"] == transformers.__version__
     assert dump.is_embed(1) is not None and bool(dump.is_embed(1).all())
 

@@ -27,7 +27,14 @@ from mmcli.dump.io import load_dump
 FAKE = Path(__file__).parent / "fake_vllm"
 HIDDEN = 16
 ROWS = 4  # embeddings per image
-PROMPT = [1, 2, 3, 4, 5] + [9] * (ROWS + 2) + [6] * 4 + [9] * (ROWS + 2) + [7, 8]
+IMAGE_TOKEN, BREAK = 9, 10  # each range: a break token, ROWS image tokens, a break token
+PROMPT = [1, 2, 3, 4, 5, BREAK, *[IMAGE_TOKEN] * ROWS, BREAK, 6, 6, 6, 6, BREAK]
+PROMPT += [*[IMAGE_TOKEN] * ROWS, BREAK, 7, 8]
+#: The model's config as vLLM holds it (``model_config.hf_config``): a language model wider
+#: than the vision tower's rows would be would show here, not in the rows.
+CONFIG = SimpleNamespace(
+    text_config=SimpleNamespace(hidden_size=HIDDEN), image_token_index=IMAGE_TOKEN
+)
 
 
 def _forget_vllm() -> None:
@@ -70,6 +77,7 @@ class FakeModel:
     def __init__(self, fault: str | None = None) -> None:
         self.fault = fault
         self.calls = 0
+        self.config = CONFIG
 
     def embed_multimodal(self, pixel_values: torch.Tensor) -> Any:
         self.calls += 1
@@ -604,3 +612,87 @@ def test_checked_batches_kept_for_the_merge_are_bounded(fake_vllm: Callable[...,
     for _ in range(3 * plugin.MAX_CHECKED):
         check([torch.zeros(2, HIDDEN)], expected_num_items=1)
     assert len(state.checked) == plugin.MAX_CHECKED
+
+
+# --------------------------------------------------------------------------- the model's facts
+
+
+def _model_meta(path: Path) -> tuple[str | None, str | None, str | None, str | None]:
+    meta = load_dump(path).metadata
+    return (
+        meta.get("hidden_size"),
+        meta.get("hidden_size_source"),
+        meta.get("dtype"),
+        meta.get("placeholder_token_ids"),
+    )
+
+
+@pytest.mark.parametrize("tree", ["v0_10", "v0_15", "v0_29"])
+def test_v1_dumps_record_the_model_config(tree: str, fake_vllm: Callable[..., Path]) -> None:
+    """The hidden size from ``model_config.hf_config.text_config.hidden_size``, the runner's
+    dtype (vLLM 0.10.2 vllm/v1/worker/gpu_model_runner.py: ``self.dtype =
+    self.model_config.dtype``) and the image placeholder id (LLaVA's ``image_token_index``)."""
+    dumps = fake_vllm(tree)
+    _v1_runner(tree)._execute_mm_encoder(_scheduled(r0=[0, 1]))
+    (path,) = _dumps(dumps)
+    expected = (str(HIDDEN), "text_config.hidden_size", "float32", str(IMAGE_TOKEN))
+    assert _model_meta(path) == expected
+
+
+@pytest.mark.parametrize(("tree", "where"), [("v0_29", "gpu"), ("v0_34", "gpu"), ("v0_34", "cpu")])
+def test_v2_dumps_record_the_model_config(
+    tree: str, where: str, fake_vllm: Callable[..., Path]
+) -> None:
+    """Model Runner V2's encoder runner has no model_config (vLLM 0.34.0
+    vllm/v1/worker/gpu/mm/encoder_runner.py: ``EncoderRunner(model, max_num_tokens,
+    hidden_size, …)``); the model's ``config`` is the hf_config (vllm/model_executor/models/
+    llava.py: ``self.config = config``)."""
+    dumps = fake_vllm(tree)
+    runner, model = _v2_runner(tree, where=where)
+    _v2_step(tree, runner, model, {"r0": [0, 1]})
+    (path,) = _dumps(dumps)
+    expected = (str(HIDDEN), "text_config.hidden_size", "float32", str(IMAGE_TOKEN))
+    assert _model_meta(path) == expected
+
+
+def test_v2_without_a_model_records_the_runner_hidden_size(fake_vllm: Callable[..., Path]) -> None:
+    """vLLM 0.15.0 vllm/v1/worker/gpu/mm/encoder_runner.py: ``EncoderRunner(max_num_tokens,
+    hidden_size, dtype, device)`` holds no model: the hidden size it was given, said so."""
+    dumps = fake_vllm("v0_15")
+    runner, model = _v2_runner("v0_15")
+    _v2_step("v0_15", runner, model, {"r0": [0, 1]})
+    (path,) = _dumps(dumps)
+    assert _model_meta(path) == (str(HIDDEN), "runner", "float32", None)
+
+
+@pytest.mark.parametrize("tree", ["v0_10", "v0_29", "v0_34"])
+def test_merge_failure_records_the_config_hidden_size(
+    tree: str, fake_vllm: Callable[..., Path]
+) -> None:
+    """The merge-failure dump carries the config's hidden size, not the width of a tensor."""
+    dumps = fake_vllm(tree, mode=None)
+    outputs, ranges = _encode(tree, "narrow")
+    with pytest.raises(ValueError):
+        _merge(tree, *_gather(outputs, ranges))
+    (path,) = _dumps(dumps)
+    expected = (str(HIDDEN), "text_config.hidden_size", "float32", str(IMAGE_TOKEN))
+    assert _model_meta(path) == expected
+    assert "row_width" not in load_dump(path).metadata
+
+
+def test_merge_failure_without_a_config_records_the_inputs_width(
+    fake_vllm: Callable[..., Path],
+) -> None:
+    dumps = fake_vllm("v0_29", mode=None)
+    runner = _v1_runner("v0_29", "narrow")
+    runner.model.config = None
+    runner._execute_mm_encoder(_scheduled(r0=[0, 1]))
+    request = runner.requests["r0"]
+    outputs = [runner.encoder_cache[f.identifier] for f in request.mm_features]
+    runner.hidden_size = None  # nothing but the merge's own inputs says the width
+    state.runner.hidden_size = None
+    with pytest.raises(ValueError):
+        _merge("v0_29", *_gather(outputs, [f.mm_position for f in request.mm_features]))
+    (path,) = _dumps(dumps)
+    meta = load_dump(path).metadata
+    assert (meta["hidden_size"], meta["hidden_size_source"]) == (str(HIDDEN), "inputs_embeds")

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mmcli.capture._common import loaded_tp_rank, loaded_version
+from mmcli.capture.model_config import ModelFacts, tokens_for
+from mmcli.capture.sglang.model import model_facts
 
 ENGINE = "sglang"
 
@@ -99,23 +101,6 @@ def modality(items: Sequence[object]) -> str | None:
     value = getattr(items[0], "modality", None) if items else None
     name = getattr(value, "name", value)
     return name.lower() if isinstance(name, str) else None
-
-
-def model_facts(encoder: object) -> tuple[int | None, str | None, int]:
-    """``(hidden_size, model name, deepstack levels)`` from the encoder's model, if bound."""
-    owner = getattr(encoder, "__self__", None)
-    config = getattr(owner, "config", None)
-    text = config
-    for key in ("text_config", "llm_config"):
-        text = getattr(config, key, None) or text
-    hidden = getattr(text, "hidden_size", None)
-    name = getattr(config, "_name_or_path", None)
-    levels = getattr(owner, "deepstack_visual_indexes", None)
-    return (
-        hidden if isinstance(hidden, int) else None,
-        name if isinstance(name, str) and name else None,
-        len(levels) if isinstance(levels, list | tuple) else 0,
-    )
 
 
 # --------------------------------------------------------------------------- rows per item
@@ -226,7 +211,8 @@ def _context(step: Step, rank: int | None, width: int | None, **fields: Any) -> 
     from mmcli._version import __version__
     from mmcli.capture.context import CaptureContext
 
-    hidden, model, levels = model_facts(step.encoder)
+    side = model_facts(step.encoder)
+    hidden, levels = side.hidden_size, side.levels
     versions = {"mmcli": __version__}
     version = engine_version()
     if version:
@@ -241,13 +227,18 @@ def _context(step: Step, rank: int | None, width: int | None, **fields: Any) -> 
         deepstack = levels  # Qwen3-VL: the deepstack levels ride along until after the step
     elif hidden and (step.deepstack is False or not levels):
         row_width = hidden  # no deepstack here: a row twice as wide is an error, not a guess
+    kind = modality(step.items)
+    if hidden is not None and side.hidden_size_source:
+        extra["hidden_size_source"] = side.hidden_size_source
     return CaptureContext(
         hidden_size=hidden,
         deepstack_levels=deepstack,
         row_width=row_width,
+        placeholder_token_ids=tokens_for(ModelFacts(tokens=side.tokens), [kind] if kind else []),
+        dtype=side.dtype,
         tp_rank=rank,
-        modality=modality(step.items),
-        model=model,
+        modality=kind,
+        model=side.model,
         engine=ENGINE,
         versions=versions,
         phase="prefill",

@@ -7,10 +7,11 @@ Pure helpers (no plugin state): unpack the runner's preparation results into
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from mmcli.capture._common import loaded_tp_rank, loaded_version
+from mmcli.capture.model_config import ModelFacts, tokens_for
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,10 @@ class RunnerInfo:
     dtype: Any = None
     model: str | None = None
     runner: str | None = None
+    #: Where ``hidden_size`` was read (``text_config.hidden_size``, ``runner``, …).
+    hidden_size_source: str | None = None
+    #: modality → placeholder token id, from the model's config.
+    tokens: dict[str, int] = field(default_factory=dict)
 
 
 def item_of(entry: object) -> object:
@@ -135,6 +140,9 @@ def batch_context(
     if vllm_version:
         versions["vllm"] = vllm_version
     extra = {"runner": runner.runner} if runner.runner else {}
+    if runner.hidden_size is not None and runner.hidden_size_source:
+        extra["hidden_size_source"] = runner.hidden_size_source
+    modalities = sorted({i.modality for i in infos or () if i is not None and i.modality})
     # The prompt's token ids when the batch is one request's (what `mmcli compare` pairs by,
     # as the transformers capture records them).
     input_ids = None
@@ -150,6 +158,7 @@ def batch_context(
         placeholder_ranges=ranges,
         expected_num_items=expected,
         hidden_size=runner.hidden_size,
+        placeholder_token_ids=tokens_for(ModelFacts(tokens=runner.tokens), modalities),
         tp_rank=rank,
         dtype=dtype,
         modality=modality,

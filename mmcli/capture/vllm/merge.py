@@ -18,8 +18,10 @@ Every covered release defines that function there:
 The arguments are read by name, so both orders work. When the merge raises, the dump is the
 encoder batch the merged rows came from (the check's outputs with each item's mask and range,
 found by the rows' storage), else the merge's own inputs (its rows per item and the
-placeholder positions); either way with ``hidden_size`` the width of the prompt's embeddings,
-the merge's error as ``engine_error`` and ``failed_at=merge``. The error is re-raised
+placeholder positions); either way with ``hidden_size`` the language model's hidden size from
+the model's config (``hidden_size_source`` names the key; ``inputs_embeds`` when no config was
+seen: the width of the prompt's embeddings, and ``row_width`` that width when it differs from
+the config's), the merge's error as ``engine_error`` and ``failed_at=merge``. The error is re-raised
 unchanged.
 """
 
@@ -125,9 +127,15 @@ def _capture_merge(settings: Settings, named: dict[str, Any], error: BaseExcepti
     inputs = named.get("inputs_embeds")
     rows = list(embeddings) if isinstance(embeddings, list | tuple) else [embeddings]
     changes: dict[str, Any] = {}
-    if isinstance(inputs, torch.Tensor) and inputs.ndim >= 1:
-        changes["hidden_size"] = int(inputs.shape[-1])  # the width the merge writes into
     extra = {"failed_at": "merge"}
+    if isinstance(inputs, torch.Tensor) and inputs.ndim >= 1:
+        width = int(inputs.shape[-1])  # the width the merge writes into
+        configured = state.runner.hidden_size
+        if configured is None:
+            changes["hidden_size"] = width
+            extra["hidden_size_source"] = "inputs_embeds"
+        elif width != configured:  # inputs embeds of another width (OPT-like projections)
+            changes["row_width"] = width
     batch = source_batch(rows, state.checked)
     if batch is not None:
         extra["embedding_source"] = "encoder"

@@ -48,6 +48,7 @@ from typing import Any
 
 from mmcli.capture import import_hook
 from mmcli.capture._common import Settings
+from mmcli.capture.model_config import model_facts
 from mmcli.capture.vllm import merge
 from mmcli.capture.vllm.items import (
     ItemInfo,
@@ -168,14 +169,26 @@ def _marked(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _runner_info(runner: object, module_name: str) -> RunnerInfo:
+    """The model's facts as this runner sees them. The hidden size is the language model's,
+    read from the model's config (``model_config.hf_config``; a V2 encoder runner has no
+    ``model_config``: its model's ``config``), else the runner's own ``hidden_size`` (vLLM
+    sets it from ``model_config.get_hidden_size()`` or the inputs-embeds size)."""
     model_config = getattr(runner, "model_config", None)
-    hidden = getattr(runner, "hidden_size", None)
-    if not isinstance(hidden, int) and model_config is not None:
-        get = getattr(model_config, "get_hidden_size", None)
-        try:
-            hidden = get() if callable(get) else None
-        except Exception:
-            hidden = None
+    hf_config = getattr(model_config, "hf_config", None)
+    if hf_config is None:
+        hf_config = getattr(getattr(runner, "model", None), "config", None)
+    facts = model_facts(hf_config)
+    hidden = facts.hidden_size
+    source = facts.hidden_size_source
+    if hidden is None:
+        hidden = getattr(runner, "hidden_size", None)
+        if not isinstance(hidden, int) and model_config is not None:
+            get = getattr(model_config, "get_hidden_size", None)
+            try:
+                hidden = get() if callable(get) else None
+            except Exception:
+                hidden = None
+        source = "runner" if isinstance(hidden, int) else None
     model = getattr(model_config, "model", None)
     if model is None:
         previous = state.runner.model
@@ -186,6 +199,8 @@ def _runner_info(runner: object, module_name: str) -> RunnerInfo:
         dtype=getattr(runner, "dtype", None),
         model=model if isinstance(model, str) else None,
         runner=kind,
+        hidden_size_source=source,
+        tokens=dict(facts.tokens),
     )
 
 

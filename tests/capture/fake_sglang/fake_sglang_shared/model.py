@@ -20,6 +20,7 @@ from fake_sglang_shared.inputs import (
 HIDDEN = 16
 VOCAB = 64
 IM_START, IM_END = 5, 6
+IMAGE_TOKEN = 63
 
 
 class FakeLanguageModel(torch.nn.Module):
@@ -42,7 +43,11 @@ class FakeVLM(torch.nn.Module):
 
     def __init__(self, fault: str | None = None, per_item: bool = False) -> None:
         super().__init__()
-        self.config = SimpleNamespace(hidden_size=HIDDEN, _name_or_path="fake/tiny-vlm")
+        # Qwen2-VL-like: the language model's hidden size at the top level, the image
+        # placeholder as image_token_id (the prompt holds pad values in its place).
+        self.config = SimpleNamespace(
+            hidden_size=HIDDEN, image_token_id=IMAGE_TOKEN, _name_or_path="fake/tiny-vlm"
+        )
         self.language_model = FakeLanguageModel()
         self.fault = fault
         self.per_item = per_item

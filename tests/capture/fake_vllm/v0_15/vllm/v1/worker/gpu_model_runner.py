@@ -18,7 +18,13 @@ class GPUModelRunner:
         self.dtype = torch.float32
         self.device = torch.device("cpu")
         self.pin_memory = False
-        self.model_config = SimpleNamespace(model="fake/llava", get_hidden_size=lambda: hidden_size)
+        # vLLM's ModelConfig: the checkpoint's config as hf_config (LLaVA's: the language
+        # model's settings under text_config, the image placeholder as image_token_index).
+        self.model_config = SimpleNamespace(
+            model="fake/llava",
+            get_hidden_size=lambda: hidden_size,
+            hf_config=getattr(model, "config", None),
+        )
         self.requests: dict = {}
         self.encoder_cache: dict = {}
         self.dummy_items = dummy_items
