@@ -351,7 +351,12 @@ def render_run(run: PlanRun, all_layers: bool, output_format: OutputFormat) -> N
     """The plan, or the engines side by side, as a report or one JSON document."""
     if output_format is OutputFormat.json:
         emit_json(run.to_json(lazy_layers=True))
-    elif run.engines:
+        return
+    if (serve := run.request.resolved.serve) is not None:
+        from mmcli.cli.kv_share.serve_report import serve_table
+
+        stdout().print(serve_table(serve))
+    if run.engines:
         eng.render_engines(run.source.config.name, run.engines)
     else:
         from rich.markup import escape
