@@ -39,7 +39,7 @@ APPLIED: dict[str, tuple[str, str]] = {
     "speculative_config": ("speculative_config", "json"),
     "enforce_eager": ("enforce_eager", "bool"),
     "gpu_memory_utilization": ("gpu_memory_utilization", "float"),
-    "kv_cache_memory_bytes": ("memory", "human"),
+    "kv_cache_memory_bytes": ("kv_cache_memory_bytes", "human"),
     "num_gpu_blocks_override": ("num_gpu_blocks_override", "int"),
     "mamba_ssm_cache_dtype": ("mamba_ssm_cache_dtype", "str"),
     "disable_hybrid_kv_cache_manager": ("disable_hybrid_kv_cache_manager", "bool"),

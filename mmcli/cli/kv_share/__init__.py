@@ -153,6 +153,7 @@ def plan(
             rich_help_panel=MEMORY,
         ),
     ] = None,
+    kv_cache_memory_bytes: vo.KvCacheMemoryBytesOpt = None,
     reserve: Annotated[
         str | None,
         typer.Option(
