@@ -162,10 +162,8 @@ def parse_serve_line(line: str | Sequence[str], release: str | None = None) -> S
             model = token
             continue
         name, value, keys = _spelling(token)
-        if name.startswith("-O") and "-O" not in spelled:
-            name, value = "--optimization-level", value if name == "-O" else name[2:]
-            if value is None and i < len(tokens) and tokens[i] in {"0", "1", "2", "3"}:
-                value, i = tokens[i], i + 1
+        if name.startswith("-O") and not name.startswith("--"):
+            name, value, keys, i = _optimization(token, name, value, keys, tokens, i, spelled)
         negated = False
         flag: Flag | None = spelled.get(name)
         if flag is None and name.startswith("--no-"):
@@ -201,6 +199,35 @@ def parse_serve_line(line: str | Sequence[str], release: str | None = None) -> S
             values[setting] = parsed
         sources[setting] = name
     return _classify(mirrored, model, values, sources, release)
+
+
+def _optimization(
+    token: str,
+    name: str,
+    value: str | None,
+    keys: list[str],
+    tokens: list[str],
+    i: int,
+    spelled: dict[str, Flag],
+) -> tuple[str, str | None, list[str], int]:
+    """``-O3``, ``-O=3``, ``-O 3`` (a level 0-3), ``-O.level=3``, as the release reads them:
+    where ``-O`` is ``--compilation-config`` a level is its ``level`` key, else ``-O`` is
+    ``--optimization-level``, which takes no dotted keys."""
+    if name != "-O":  # -O3, -Odecode: the rest of the token (with a dot: the whole rest)
+        value, keys = token[2:], []
+    elif value is None and not keys and i < len(tokens) and tokens[i] in {"0", "1", "2", "3"}:
+        value, i = tokens[i], i + 1
+    elif value is None or keys:  # -O '{…}', -O.level 3, -O.level=3
+        if "-O" not in spelled and keys:
+            raise InputError(
+                f"--serve: {token}: -O is --optimization-level in these flags, which takes no "
+                "dotted keys",
+                hint="write -O3, or --compilation-config.KEY VALUE",
+            )
+        return "-O", value, keys, i
+    if "-O" in spelled:
+        return "-O", value, ["level"], i
+    return "--optimization-level", value, [], i
 
 
 def _json_value(flag: Flag, name: str, value: str, keys: list[str]) -> Any:

@@ -135,3 +135,27 @@ def test_quantization_with_gpu_needs_weights() -> None:
     served = PlanRequest(serve=f"vllm serve {CONFIG} -q fp8", gpu="H100", weights="8GiB")
     assert served.resolved.serve is not None
     assert served.resolved.serve.applied == {"quantization": "fp8"}
+
+
+@pytest.mark.parametrize("line", ["m -O3", "m -O=3", "m -O 3", "m -O.level=3", "m -O.level 3"])
+def test_optimization_forms_where_o_is_the_compilation_config(line: str) -> None:
+    """vLLM 0.10.0 vllm/engine/arg_utils.py: add_argument("--compilation-config", "-O", ...);
+    vllm/utils/__init__.py FlexibleArgumentParser turns -O3 / -O=3 into -O.level=3 and -O 3
+    into -O.level 3: the compilation config's level."""
+    args = parse_serve_line(line, "0.10.0")
+    assert args.not_affecting == ("-O",) and args.sources == {"compilation_config": "-O"}
+
+
+@pytest.mark.parametrize("line", ["m -O3", "m -O=3", "m -O 3"])
+def test_optimization_forms_where_o_is_the_level(line: str) -> None:
+    """vLLM 0.34.0 vllm/utils/argparse_utils.py: -O3 and -O=3 become --optimization-level 3,
+    -O followed by 0-3 becomes --optimization-level."""
+    args = parse_serve_line(line)
+    assert args.sources == {"optimization_level": "--optimization-level"}
+
+
+def test_dotted_o_refused_where_o_is_the_level() -> None:
+    """vLLM 0.34.0 vllm/utils/argparse_utils.py reads -O.level=3 as --optimization-level
+    '.level=3' (arg[2:]), not a level."""
+    with pytest.raises(InputError, match="-O is --optimization-level in these flags"):
+        parse_serve_line("m -O.level=3")
