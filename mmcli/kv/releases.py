@@ -138,6 +138,11 @@ class EngineRules:
     max_len_tera: bool
     #: ``--max-model-len auto`` / ``-1``: the largest length that fits (0.14).
     max_len_auto: bool
+    #: ``vllm serve`` reads ``-O.KEY VALUE`` as ``-cc.KEY VALUE`` (the compilation config),
+    #: though ``-O`` alone is ``--optimization-level`` (0.12 only: vllm/utils/argparse_utils.py,
+    #: deprecated there; before 0.12 ``-O`` is the compilation config's own alias, from 0.13
+    #: ``-O.KEY`` is read as an optimization level).
+    dotted_o_compilation: bool
     #: DeepSeek sparse attention (:mod:`mmcli.kv.engine.sparse`). ``--kv-cache-dtype auto``
     #: caches DeepSeek V3.2 as ``fp8_ds_mla`` (0.11.0 only: its config hook,
     #: ``DeepseekV32ForCausalLM`` in model_executor/models/config.py, takes ``auto`` with the
@@ -191,7 +196,7 @@ DSA_FIELDS: Final = frozenset(
 )
 
 #: The rules that change only how the command line is read, not any plan.
-CLI_FIELDS: Final = frozenset({"max_len_tera", "max_len_auto"})
+CLI_FIELDS: Final = frozenset({"max_len_tera", "max_len_auto", "dotted_o_compilation"})
 
 #: (first release, what changed). The first row is the oldest behaviour mirrored.
 CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
@@ -225,6 +230,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "cohere2_window_plus_one": False,
             "max_len_tera": False,
             "max_len_auto": False,
+            "dotted_o_compilation": False,
             "default_block_size": 16,
             "default_gpu_memory_utilization": 0.9,
             "extensible_kv_cache": False,
@@ -245,8 +251,15 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
     ("0.10.2", {"state_prefix_caching": "off", "state_models_v1_default": True}),
     ("0.11", {"pp_global_groups": True, "dsa_auto_ds_mla": True, "dsa_fp8_hook": True}),
     ("0.11.1", {"dsa_auto_ds_mla": False}),
-    ("0.12", {"group_threshold": 1.25, "state_prefix_caching": "supported"}),
-    ("0.13", {"max_len_tera": True}),
+    (
+        "0.12",
+        {
+            "group_threshold": 1.25,
+            "state_prefix_caching": "supported",
+            "dotted_o_compilation": True,
+        },
+    ),
+    ("0.13", {"max_len_tera": True, "dotted_o_compilation": False}),
     (
         "0.14",
         {

@@ -142,7 +142,10 @@ def _spelling(token: str) -> tuple[str, str | None, list[str]]:
 def parse_serve_line(line: str | Sequence[str], release: str | None = None) -> ServeArgs:
     """Read a ``vllm serve`` line with the flags of ``release`` (``--vllm-version``; None: the
     newest mirrored). Raises :class:`InputError` for what cannot be planned."""
+    from mmcli.kv.releases import rules_for
+
     mirrored = flags_release(release)
+    dotted_cc = rules_for(release).dotted_o_compilation
     spelled = index(mirrored)
     tokens = split_line(line)
     model: str | None = None
@@ -163,7 +166,8 @@ def parse_serve_line(line: str | Sequence[str], release: str | None = None) -> S
             continue
         name, value, keys = _spelling(token)
         if name.startswith("-O") and not name.startswith("--"):
-            name, value, keys, i = _optimization(token, name, value, keys, tokens, i, spelled)
+            form = _optimization(token, name, value, keys, tokens, i, spelled, dotted_cc)
+            name, value, keys, i = form
         negated = False
         flag: Flag | None = spelled.get(name)
         if flag is None and name.startswith("--no-"):
@@ -209,15 +213,19 @@ def _optimization(
     tokens: list[str],
     i: int,
     spelled: dict[str, Flag],
+    dotted_cc: bool,
 ) -> tuple[str, str | None, list[str], int]:
     """``-O3``, ``-O=3``, ``-O 3`` (a level 0-3), ``-O.level=3``, as the release reads them:
     where ``-O`` is ``--compilation-config`` a level is its ``level`` key, else ``-O`` is
-    ``--optimization-level``, which takes no dotted keys."""
+    ``--optimization-level``, which takes no dotted keys (``dotted_cc``: the release reads
+    ``-O.KEY`` as ``-cc.KEY``)."""
     if name != "-O":  # -O3, -Odecode: the rest of the token (with a dot: the whole rest)
         value, keys = token[2:], []
     elif value is None and not keys and i < len(tokens) and tokens[i] in {"0", "1", "2", "3"}:
         value, i = tokens[i], i + 1
     elif value is None or keys:  # -O '{…}', -O.level 3, -O.level=3
+        if "-O" not in spelled and keys and dotted_cc:
+            return "-cc", value, keys, i
         if "-O" not in spelled and keys:
             raise InputError(
                 f"--serve: {token}: -O is --optimization-level in these flags, which takes no "

@@ -159,3 +159,16 @@ def test_dotted_o_refused_where_o_is_the_level() -> None:
     '.level=3' (arg[2:]), not a level."""
     with pytest.raises(InputError, match="-O is --optimization-level in these flags"):
         parse_serve_line("m -O.level=3")
+
+
+def test_dotted_o_is_the_compilation_config_in_one_release() -> None:
+    """vLLM 0.12.0 vllm/utils/argparse_utils.py: -O3 becomes --optimization-level 3, while
+    -O.<key> is rewritten to -cc.<key> (deprecated); vLLM 0.13.0 reads any -O<rest> as
+    --optimization-level <rest>."""
+    args = parse_serve_line("m -O3 -O.backend=eager", "0.12.0")
+    assert args.sources == {
+        "optimization_level": "--optimization-level",
+        "compilation_config": "-cc",
+    }
+    with pytest.raises(InputError, match="-O is --optimization-level"):
+        parse_serve_line("m -O.backend=eager", "0.13.0")
