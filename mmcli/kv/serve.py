@@ -145,7 +145,7 @@ def parse_serve_line(line: str | Sequence[str], release: str | None = None) -> S
     from mmcli.kv.releases import rules_for
 
     mirrored = flags_release(release)
-    dotted_cc = rules_for(release).dotted_o_compilation
+    dotted_cc = rules_for(release).dotted_o_cc
     spelled = index(mirrored)
     tokens = split_line(line)
     model: str | None = None
