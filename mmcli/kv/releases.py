@@ -1,11 +1,9 @@
 """Which vLLM release's KV-cache planning rules to mirror: one declarative table of changes.
 
 Each row of :data:`CHANGES` names the first release whose planner behaves differently, and what
-changed; :func:`rules_for` folds the rows up to a release into one :class:`EngineRules`. A
-release older than the first row takes the oldest rules mirrored; a release newer than the last
-row takes the newest. The facts come from reading each release's ``vllm/v1/core/kv_cache_utils.py``,
-``vllm/v1/kv_cache_interface.py``, ``vllm/config/`` and the mamba model configuration.
-"""
+changed; :func:`rules_for` folds the rows up to a release into one :class:`EngineRules` (older
+than the first row: the oldest rules; newer than the last: the newest). Facts from each release's
+``vllm/v1/core/kv_cache_utils.py``, ``kv_cache_interface.py``, ``vllm/config/``, mamba configs."""
 
 from __future__ import annotations
 
@@ -31,8 +29,7 @@ class EngineRules:
     release: str
     #: The mirrored release whose rules apply (the last table row at or before ``release``).
     mirrored: str
-    #: Largest bucket < threshold × smallest → the group size is the largest bucket
-    #: (None: the group size is always the smallest bucket).
+    #: Largest bucket < threshold × smallest → group size = largest bucket (None: the smallest).
     group_threshold: float | None
     #: What the start-up memory check counts for one request: "per-layer" (every layer's own
     #: blocks × page), "first-group" (group 0's blocks × the group size), "all-groups" (every
@@ -138,6 +135,8 @@ class EngineRules:
     max_len_tera: bool
     #: ``--max-model-len auto`` / ``-1``: the largest length that fits (0.14).
     max_len_auto: bool
+    #: A serve line's ``-O.KEY`` is ``-cc.KEY`` though ``-O`` is ``--optimization-level`` (0.12).
+    dotted_o_cc: bool
     #: DeepSeek sparse attention (:mod:`mmcli.kv.engine.sparse`). ``--kv-cache-dtype auto``
     #: caches DeepSeek V3.2 as ``fp8_ds_mla`` (0.11.0 only: its config hook,
     #: ``DeepseekV32ForCausalLM`` in model_executor/models/config.py, takes ``auto`` with the
@@ -191,7 +190,7 @@ DSA_FIELDS: Final = frozenset(
 )
 
 #: The rules that change only how the command line is read, not any plan.
-CLI_FIELDS: Final = frozenset({"max_len_tera", "max_len_auto"})
+CLI_FIELDS: Final = frozenset({"max_len_tera", "max_len_auto", "dotted_o_cc"})
 
 #: (first release, what changed). The first row is the oldest behaviour mirrored.
 CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
@@ -225,6 +224,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "cohere2_window_plus_one": False,
             "max_len_tera": False,
             "max_len_auto": False,
+            "dotted_o_cc": False,
             "default_block_size": 16,
             "default_gpu_memory_utilization": 0.9,
             "extensible_kv_cache": False,
@@ -245,8 +245,8 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
     ("0.10.2", {"state_prefix_caching": "off", "state_models_v1_default": True}),
     ("0.11", {"pp_global_groups": True, "dsa_auto_ds_mla": True, "dsa_fp8_hook": True}),
     ("0.11.1", {"dsa_auto_ds_mla": False}),
-    ("0.12", {"group_threshold": 1.25, "state_prefix_caching": "supported"}),
-    ("0.13", {"max_len_tera": True}),
+    ("0.12", {"group_threshold": 1.25, "state_prefix_caching": "supported", "dotted_o_cc": True}),
+    ("0.13", {"max_len_tera": True, "dotted_o_cc": False}),
     (
         "0.14",
         {

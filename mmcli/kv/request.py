@@ -52,8 +52,9 @@ class PlanRequest:
     #: With ``gpu``: activation and CUDA-graph memory held back (default 2GiB).
     reserve: str | None = None
     #: vLLM's ``--kv-cache-memory-bytes``: the KV memory as given (the engine skips its
-    #: profile); with ``gpu`` it replaces the estimate, which is still shown.
-    kv_cache_memory_bytes: int | None = None
+    #: profile); with ``gpu`` it replaces the estimate, which is still shown. Text is read as
+    #: vLLM's ``human_readable_int`` reads it (``20G``), into ``resolved``.
+    kv_cache_memory_bytes: int | str | None = None
     # --- the requests ---------------------------------------------------------------------------
     #: A length (``32768``, ``"128k"``), ``"auto"`` (the largest that fits), or the model's.
     max_model_len: int | str | None = None
@@ -110,6 +111,11 @@ class PlanRequest:
         from mmcli.kv.speculative import speculative_options
 
         serve = None if self.serve is None else apply_serve(self)
+        size = self.kv_cache_memory_bytes
+        if isinstance(size, str):
+            from mmcli.kv.engine.max_len import human_readable_int
+
+            size = human_readable_int(size, "--kv-cache-memory-bytes", self.vllm_version)
 
         partition = self.pp_layer_partition
         if isinstance(partition, str):
@@ -161,14 +167,14 @@ class PlanRequest:
             from mmcli.kv.whatif.sweep import parse_sweep
 
             sweep = parse_sweep(self.sweep)  # refused before any planning
-        resolved = _Resolved(engines, partition, mtp, tokens, drafts, length, sweep, serve)
+        resolved = _Resolved(engines, partition, mtp, tokens, drafts, length, sweep, serve, size)
         object.__setattr__(self, "resolved", resolved)
 
 
 @dataclass(frozen=True)
 class _Resolved:
     """A request's options once read: the engines, the stages' layers, speculative decoding,
-    the length (an int, ``"auto"`` or None) and the sweep."""
+    the length (an int, ``"auto"`` or None), the sweep, the serve line and the KV bytes."""
 
     engines: EngineArgs
     partition: tuple[int, ...] | None
@@ -178,6 +184,8 @@ class _Resolved:
     max_model_len: int | str | None
     sweep: SweepSpec | None
     serve: ServeArgs | None = None
+    #: ``kv_cache_memory_bytes`` in bytes.
+    kv_cache_memory_bytes: int | None = None
 
 
 def apply_serve(request: PlanRequest) -> ServeArgs:

@@ -133,7 +133,7 @@ def plan_run(request: PlanRequest, *, inputs_read: Callable[[], None] | None = N
     got = request.resolved
     source = resolve_model(request.model, request.revision)
     memory = request.memory
-    if request.kv_cache_memory_bytes is not None:
+    if got.kv_cache_memory_bytes is not None:
         _check_kv_cache_memory_bytes(request)
     model, doc = load_document(source.config)
     profile = Profile(
@@ -141,7 +141,7 @@ def plan_run(request: PlanRequest, *, inputs_read: Callable[[], None] | None = N
         request.max_num_batched_tokens,
         request.max_num_seqs,
         request.enforce_eager,
-        request.kv_cache_memory_bytes,
+        got.kv_cache_memory_bytes,
     )
     estimate, weights = gpu_budget(
         request.gpu,
@@ -219,8 +219,8 @@ def _options(request: PlanRequest, estimate: Estimate | None) -> PlanOptions:
     memory_bytes = memory if isinstance(memory, int) else None
     if estimate is not None:
         memory_bytes = estimate.memory_bytes()
-    if request.kv_cache_memory_bytes is not None:
-        memory_bytes = request.kv_cache_memory_bytes
+    if got.kv_cache_memory_bytes is not None:
+        memory_bytes = got.kv_cache_memory_bytes
     return PlanOptions(
         block_size=request.block_size,
         kv_dtype=request.kv_cache_dtype,
@@ -259,10 +259,11 @@ def _check_kv_cache_memory_bytes(request: PlanRequest) -> None:
             "give --memory or --kv-cache-memory-bytes, not both",
             hint="both are the KV memory per GPU; --kv-cache-memory-bytes is vLLM's own flag",
         )
-    assert request.kv_cache_memory_bytes is not None
-    if request.kv_cache_memory_bytes <= 0:
+    size = request.resolved.kv_cache_memory_bytes
+    assert size is not None
+    if size <= 0:
         raise InputError(
-            f"--kv-cache-memory-bytes must be positive, got {request.kv_cache_memory_bytes}",
+            f"--kv-cache-memory-bytes must be positive, got {size}",
             hint="e.g. --kv-cache-memory-bytes 21474836480 (20 GiB)",
         )
 

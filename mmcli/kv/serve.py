@@ -22,15 +22,16 @@ from mmcli.kv.serve_flags import Flag, flags_release, index, where_else
 from mmcli.text import quoted
 
 #: vLLM setting (the flag's long name in snake case) → the PlanRequest field it sets and how its
-#: text is read.
+#: text is read: ``length`` as vLLM's ``human_readable_int_or_auto`` (``32k``; ``auto`` and
+#: ``-1`` are -1), ``human`` as its ``human_readable_int`` (``8k``, ``20G``).
 APPLIED: dict[str, tuple[str, str]] = {
     "model": ("model", "str"),
     "revision": ("revision", "str"),
     "tensor_parallel_size": ("tensor_parallel_size", "int"),
     "pipeline_parallel_size": ("pipeline_parallel_size", "int"),
     "data_parallel_size": ("data_parallel_size", "int"),
-    "max_model_len": ("max_model_len", "str"),
-    "max_num_batched_tokens": ("max_num_batched_tokens", "int"),
+    "max_model_len": ("max_model_len", "length"),
+    "max_num_batched_tokens": ("max_num_batched_tokens", "human"),
     "max_num_seqs": ("max_num_seqs", "int"),
     "kv_cache_dtype": ("kv_cache_dtype", "str"),
     "block_size": ("block_size", "int"),
@@ -38,7 +39,7 @@ APPLIED: dict[str, tuple[str, str]] = {
     "speculative_config": ("speculative_config", "json"),
     "enforce_eager": ("enforce_eager", "bool"),
     "gpu_memory_utilization": ("gpu_memory_utilization", "float"),
-    "kv_cache_memory_bytes": ("memory", "int"),
+    "kv_cache_memory_bytes": ("kv_cache_memory_bytes", "human"),
     "num_gpu_blocks_override": ("num_gpu_blocks_override", "int"),
     "mamba_ssm_cache_dtype": ("mamba_ssm_cache_dtype", "str"),
     "disable_hybrid_kv_cache_manager": ("disable_hybrid_kv_cache_manager", "bool"),
@@ -73,6 +74,10 @@ REFUSED: dict[str, str] = {
 #: Settings that change the weights' memory: they matter when ``--gpu`` derives the KV memory
 #: from the weights mmcli reads (give ``--weights`` the size they load to).
 WEIGHTS = frozenset({"quantization", "cpu_offload_gb", "offload_backend", "load_format", "dtype"})
+
+#: Settings listed among the applied ones as what the plan assumes, though they set no field of
+#: the plan (the multimodal limits change the profiling run, not the KV cache's layout).
+ASSUMED = frozenset({"limit_mm_per_prompt"})
 
 _DTYPES = {"half": "float16", "float16": "float16", "bfloat16": "bfloat16", "float": "float32",
            "float32": "float32"}  # fmt: skip
@@ -137,7 +142,10 @@ def _spelling(token: str) -> tuple[str, str | None, list[str]]:
 def parse_serve_line(line: str | Sequence[str], release: str | None = None) -> ServeArgs:
     """Read a ``vllm serve`` line with the flags of ``release`` (``--vllm-version``; None: the
     newest mirrored). Raises :class:`InputError` for what cannot be planned."""
+    from mmcli.kv.releases import rules_for
+
     mirrored = flags_release(release)
+    dotted_cc = rules_for(release).dotted_o_cc
     spelled = index(mirrored)
     tokens = split_line(line)
     model: str | None = None
@@ -157,10 +165,9 @@ def parse_serve_line(line: str | Sequence[str], release: str | None = None) -> S
             model = token
             continue
         name, value, keys = _spelling(token)
-        if name.startswith("-O") and "-O" not in spelled:
-            name, value = "--optimization-level", value if name == "-O" else name[2:]
-            if value is None and i < len(tokens) and tokens[i] in {"0", "1", "2", "3"}:
-                value, i = tokens[i], i + 1
+        if name.startswith("-O") and not name.startswith("--"):
+            form = _optimization(token, name, value, keys, tokens, i, spelled, dotted_cc)
+            name, value, keys, i = form
         negated = False
         flag: Flag | None = spelled.get(name)
         if flag is None and name.startswith("--no-"):
@@ -195,7 +202,40 @@ def parse_serve_line(line: str | Sequence[str], release: str | None = None) -> S
         else:
             values[setting] = parsed
         sources[setting] = name
-    return _classify(mirrored, model, values, sources)
+    return _classify(mirrored, model, values, sources, release)
+
+
+def _optimization(
+    token: str,
+    name: str,
+    value: str | None,
+    keys: list[str],
+    tokens: list[str],
+    i: int,
+    spelled: dict[str, Flag],
+    dotted_cc: bool,
+) -> tuple[str, str | None, list[str], int]:
+    """``-O3``, ``-O=3``, ``-O 3`` (a level 0-3), ``-O.level=3``, as the release reads them:
+    where ``-O`` is ``--compilation-config`` a level is its ``level`` key, else ``-O`` is
+    ``--optimization-level``, which takes no dotted keys (``dotted_cc``: the release reads
+    ``-O.KEY`` as ``-cc.KEY``)."""
+    if name != "-O":  # -O3, -Odecode: the rest of the token (with a dot: the whole rest)
+        value, keys = token[2:], []
+    elif value is None and not keys and i < len(tokens) and tokens[i] in {"0", "1", "2", "3"}:
+        value, i = tokens[i], i + 1
+    elif value is None or keys:  # -O '{…}', -O.level 3, -O.level=3
+        if "-O" not in spelled and keys and dotted_cc:
+            return "-cc", value, keys, i
+        if "-O" not in spelled and keys:
+            raise InputError(
+                f"--serve: {token}: -O is --optimization-level in these flags, which takes no "
+                "dotted keys",
+                hint="write -O3, or --compilation-config.KEY VALUE",
+            )
+        return "-O", value, keys, i
+    if "-O" in spelled:
+        return "-O", value, ["level"], i
+    return "--optimization-level", value, [], i
 
 
 def _json_value(flag: Flag, name: str, value: str, keys: list[str]) -> Any:
@@ -233,7 +273,11 @@ def _merge(into: dict[str, Any], update: dict[str, Any]) -> None:
 
 
 def _classify(
-    release: str, model: str | None, values: dict[str, Any], sources: dict[str, str]
+    release: str,
+    model: str | None,
+    values: dict[str, Any],
+    sources: dict[str, str],
+    version: str | None,
 ) -> ServeArgs:
     applied: dict[str, Any] = {}
     others: list[str] = []
@@ -253,7 +297,9 @@ def _classify(
         if setting == "model":
             model = _model(model, raw, flag)
         elif setting in APPLIED:
-            applied[setting] = _convert(setting, raw, flag)
+            applied[setting] = _convert(setting, raw, flag, version)
+        elif setting in ASSUMED:
+            applied[setting] = _scalar(raw) if isinstance(raw, str) else raw
         elif setting == "dtype":
             weights.append(flag)
             if raw != "auto":
@@ -283,8 +329,18 @@ def _dtype(value: Any, flag: str) -> str:
     return _DTYPES[value]
 
 
-def _convert(setting: str, raw: Any, flag: str) -> Any:
+def _convert(setting: str, raw: Any, flag: str, version: str | None) -> Any:
+    from mmcli.kv.engine.max_len import human_readable_int, parse_max_model_len
+
     kind = APPLIED[setting][1]
+    try:
+        if kind == "length" and not isinstance(raw, bool):
+            length = parse_max_model_len(str(raw), version)
+            return -1 if length == "auto" else length
+        if kind == "human" and not isinstance(raw, bool):
+            return human_readable_int(str(raw), flag, version)
+    except InputError as err:
+        raise InputError(f"--serve: {err}", hint=err.hint) from None
     if kind in ("str", "json") or isinstance(raw, bool):
         if kind == "bool" and not isinstance(raw, bool):
             raise InputError(f"--serve: {flag} takes no value", hint=f"write {flag}")

@@ -167,3 +167,26 @@ def test_each_run_reads_the_width_anew() -> None:
         assert result.exit_code == 0, result.stderr
         widths.append(max(cell_len(line) for line in result.stdout.splitlines() if "┃" in line))
     assert widths[1] <= 80 < widths[0]
+
+
+@pytest.mark.usefixtures("marked")
+def test_the_serve_settings_table_fits_80_columns() -> None:
+    """A serve line's section: the applied settings under vLLM's names, a JSON value wrapped,
+    and the flags accepted as not affecting the plan (vLLM 0.34.0
+    vllm/entrypoints/common/cli_args.py has host, port and api_key;
+    vllm/engine/arg_utils.py registers --served-model-name)."""
+    from mmcli.kv.serve_flags import releases
+
+    spec = '{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4}'
+    line = (
+        f"vllm serve -tp 2 --speculative-config '{spec}' --max-model-len 4096 --host 0.0.0.0 "
+        "--port 8000 --served-model-name a-rather-long-served-model-name --api-key x"
+    )
+    blocks = plan_at_80(str(MODELS[0].parent / "qwen3-14b-like.json"), "--memory", "20GiB",
+                        "--serve", line)  # fmt: skip
+    serve = next(block for block in blocks if any("vllm serve settings" in b for b in block))
+    assert max(map(cell_len, serve)) <= WIDTH
+    text = "\n".join(serve)
+    assert f"flags of vLLM {releases()[-1]}" in text
+    assert "tensor_parallel_size" in text and "speculative_config" in text
+    assert "not affecting the plan" in text and "--served-model-name" in text

@@ -132,6 +132,7 @@ FIELD_WORDS: dict[str, str] = {
     "cohere2_window_plus_one": r"sliding_window \+ 1",
     "max_len_tera": r"`t` / `T`",
     "max_len_auto": r"--max-model-len auto",
+    "dotted_o_cc": r"`-O\.KEY",
     "default_block_size": r"default block size",
     "default_gpu_memory_utilization": r"--gpu-memory-utilization` defaults to",
     "extensible_kv_cache": r"extensible KV cache",

@@ -40,7 +40,7 @@ def test_forms() -> None:
     assert args.model == "Qwen/Qwen3-8B"
     assert args.applied == {
         "tensor_parallel_size": 2,
-        "max_model_len": "32768",
+        "max_model_len": 32768,
         "enable_prefix_caching": False,
         "enforce_eager": True,
         "speculative_config": {"method": "mtp", "num_speculative_tokens": 2},
@@ -78,3 +78,97 @@ def test_serve_line_plans_as_options(tmp_path) -> None:
 def test_conflict_with_option() -> None:
     with pytest.raises(InputError, match="-tp on the serve line and --tensor-parallel-size"):
         PlanRequest(serve=f"vllm serve {CONFIG} -tp 2", tensor_parallel_size=4)
+
+
+@pytest.mark.parametrize(
+    ("line", "setting", "value"),
+    [
+        # vLLM 0.34.0 vllm/utils/argparse_utils.py human_readable_int: k m g powers of 1000,
+        # K M G powers of 1024; human_readable_int_or_auto: "auto" and "-1" are -1.
+        ("m --max-model-len 32k", "max_model_len", 32_000),
+        ("m --max-model-len=32K", "max_model_len", 32_768),
+        ("m --max-model-len 1M", "max_model_len", 2**20),
+        ("m --max-model-len auto", "max_model_len", -1),
+        ("m --max-model-len -1", "max_model_len", -1),
+        # vLLM 0.34.0 vllm/engine/arg_utils.py human_readable_int_args holds
+        # max_num_batched_tokens and kv_cache_memory_bytes.
+        ("m --max-num-batched-tokens 8k", "max_num_batched_tokens", 8_000),
+        ("m --max-num-batched-tokens 8K", "max_num_batched_tokens", 8_192),
+        ("m --kv-cache-memory-bytes 20G", "kv_cache_memory_bytes", 20 * 2**30),
+        ("m --kv-cache-memory-bytes 1.5g", "kv_cache_memory_bytes", 1_500_000_000),
+        # quantization and the multimodal limits are listed as what the plan assumes.
+        ("m -q fp8", "quantization", "fp8"),
+        ("m --limit-mm-per-prompt '{\"image\": 2}'", "limit_mm_per_prompt", {"image": 2}),
+    ],
+)
+def test_values_as_vllm_reads_them(line: str, setting: str, value: object) -> None:
+    assert parse_serve_line(line).applied[setting] == value
+
+
+def test_max_num_batched_tokens_human_in_the_oldest_release() -> None:
+    """vLLM 0.10.0 vllm/engine/arg_utils.py get_kwargs: human_readable_int for
+    {"max_model_len", "max_num_batched_tokens"}."""
+    args = parse_serve_line("m --max-num-batched-tokens 2K --max-model-len 4k", releases()[0])
+    assert args.applied == {"max_num_batched_tokens": 2048, "max_model_len": 4000}
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ("m --max-num-batched-tokens 0", "--max-num-batched-tokens must be a positive"),
+        (
+            "m --max-num-batched-tokens 1.5K",
+            "--max-num-batched-tokens '1.5K': vLLM allows no decimals",
+        ),
+        ("m --kv-cache-memory-bytes 20GiB", "--kv-cache-memory-bytes must be a positive"),
+        ("m --max-model-len 32x", "--max-model-len must be a positive integer or auto"),
+    ],
+)
+def test_values_refused(line: str, said: str) -> None:
+    with pytest.raises(InputError, match="--serve: " + said):
+        parse_serve_line(line)
+
+
+def test_quantization_with_gpu_needs_weights() -> None:
+    with pytest.raises(InputError, match="-q on the serve line change"):
+        PlanRequest(serve=f"vllm serve {CONFIG} -q fp8", gpu="H100")
+    served = PlanRequest(serve=f"vllm serve {CONFIG} -q fp8", gpu="H100", weights="8GiB")
+    assert served.resolved.serve is not None
+    assert served.resolved.serve.applied == {"quantization": "fp8"}
+
+
+@pytest.mark.parametrize("line", ["m -O3", "m -O=3", "m -O 3", "m -O.level=3", "m -O.level 3"])
+def test_optimization_forms_where_o_is_the_compilation_config(line: str) -> None:
+    """vLLM 0.10.0 vllm/engine/arg_utils.py: add_argument("--compilation-config", "-O", ...);
+    vllm/utils/__init__.py FlexibleArgumentParser turns -O3 / -O=3 into -O.level=3 and -O 3
+    into -O.level 3: the compilation config's level."""
+    args = parse_serve_line(line, "0.10.0")
+    assert args.not_affecting == ("-O",) and args.sources == {"compilation_config": "-O"}
+
+
+@pytest.mark.parametrize("line", ["m -O3", "m -O=3", "m -O 3"])
+def test_optimization_forms_where_o_is_the_level(line: str) -> None:
+    """vLLM 0.34.0 vllm/utils/argparse_utils.py: -O3 and -O=3 become --optimization-level 3,
+    -O followed by 0-3 becomes --optimization-level."""
+    args = parse_serve_line(line)
+    assert args.sources == {"optimization_level": "--optimization-level"}
+
+
+def test_dotted_o_refused_where_o_is_the_level() -> None:
+    """vLLM 0.34.0 vllm/utils/argparse_utils.py reads -O.level=3 as --optimization-level
+    '.level=3' (arg[2:]), not a level."""
+    with pytest.raises(InputError, match="-O is --optimization-level in these flags"):
+        parse_serve_line("m -O.level=3")
+
+
+def test_dotted_o_is_the_compilation_config_in_one_release() -> None:
+    """vLLM 0.12.0 vllm/utils/argparse_utils.py: -O3 becomes --optimization-level 3, while
+    -O.<key> is rewritten to -cc.<key> (deprecated); vLLM 0.13.0 reads any -O<rest> as
+    --optimization-level <rest>."""
+    args = parse_serve_line("m -O3 -O.backend=eager", "0.12.0")
+    assert args.sources == {
+        "optimization_level": "--optimization-level",
+        "compilation_config": "-cc",
+    }
+    with pytest.raises(InputError, match="-O is --optimization-level"):
+        parse_serve_line("m -O.backend=eager", "0.13.0")

@@ -14,7 +14,7 @@ from mmcli.cli.kv_share import engines as eng
 from mmcli.cli.kv_share import vllm_options as vo
 from mmcli.cli.kv_share.explain import register_explain
 from mmcli.cli.kv_share.outputs import Notes, check_outputs
-from mmcli.cli.kv_share.serve_line import ServeLineCommand
+from mmcli.cli.kv_share.serve_line import ServeLineCommand, refuse_twice
 from mmcli.cli.options import (
     ENGINE,
     INPUT,
@@ -153,6 +153,7 @@ def plan(
             rich_help_panel=MEMORY,
         ),
     ] = None,
+    kv_cache_memory_bytes: vo.KvCacheMemoryBytesOpt = None,
     reserve: Annotated[
         str | None,
         typer.Option(
@@ -315,9 +316,10 @@ def plan(
     outputs = [request_args.pop(name) for name in OUTPUT_PARAMETERS]
     from mmcli.kv import PlanRequest, plan_run, refuse_vllm_only, serve_option
 
+    refuse_twice(serve)
     if serve is None and not model:
         raise InputError(
-            "MODEL is missing (or two serve lines were given: --serve and -- …)",
+            "MODEL is missing",
             hint="kv-share plan MODEL [OPTIONS], or kv-share plan [OPTIONS] -- vllm serve MODEL …",
         )
     if isinstance(serve, str):  # a list: the tokens after --
@@ -351,7 +353,12 @@ def render_run(run: PlanRun, all_layers: bool, output_format: OutputFormat) -> N
     """The plan, or the engines side by side, as a report or one JSON document."""
     if output_format is OutputFormat.json:
         emit_json(run.to_json(lazy_layers=True))
-    elif run.engines:
+        return
+    if (serve := run.request.resolved.serve) is not None:
+        from mmcli.cli.kv_share.serve_report import serve_table
+
+        stdout().print(serve_table(serve))
+    if run.engines:
         eng.render_engines(run.source.config.name, run.engines)
     else:
         from rich.markup import escape

@@ -5,6 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from mmcli.cli.help import PanelledCommand
+from mmcli.errors import InputError
+
+
+class _Twice(list[str]):
+    """The tokens after ``--`` when ``--serve`` gave a line too."""
 
 
 class ServeLineCommand(PanelledCommand):
@@ -20,5 +25,15 @@ class ServeLineCommand(PanelledCommand):
             rest = super().parse_args(ctx, args[: args.index("--")])
         finally:
             self.no_args_is_help = asked
-        ctx.params["serve"] = None if ctx.params.get("serve") is not None else line
+        twice = ctx.params.get("serve") is not None
+        ctx.params["serve"] = _Twice(line) if twice else line
         return rest
+
+
+def refuse_twice(serve: object) -> None:
+    """A serve line given with ``--serve`` and again after ``--`` is refused."""
+    if isinstance(serve, _Twice):
+        raise InputError(
+            "give the serve line once: --serve or after --",
+            hint="kv-share plan [OPTIONS] -- vllm serve MODEL [FLAGS], or --serve 'vllm serve …'",
+        )

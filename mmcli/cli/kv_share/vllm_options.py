@@ -99,6 +99,19 @@ def vllm_only(chunked_hybrid: bool | None) -> dict[str, bool]:
     return {"--chunked-local-attn-hybrid": chunked_hybrid is not None}
 
 
+KvCacheMemoryBytesOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--kv-cache-memory-bytes",
+        metavar="SIZE",
+        help="vLLM's --kv-cache-memory-bytes: the KV memory per GPU as given, read as vLLM "
+        "reads it (bytes, 20G = 20×2³⁰, 20g = 20×10⁹); instead of --memory, and with --gpu "
+        "it replaces the estimate (vLLM skips its profile).",
+        show_default=False,
+        rich_help_panel=MEMORY,
+    ),
+]
+
 ServeOpt = Annotated[
     str | None,
     typer.Option(

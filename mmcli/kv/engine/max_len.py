@@ -154,14 +154,28 @@ def parse_max_model_len(text: str | None, release: str | None = None) -> int | s
     return length
 
 
-def _human_int(value: str, rules: EngineRules) -> int | None:
+def human_readable_int(text: str, flag: str, release: str | None = None) -> int:
+    """A flag vLLM reads with ``human_readable_int`` (``--max-num-batched-tokens``,
+    ``--kv-cache-memory-bytes``): a positive number as :func:`parse_max_model_len` reads one,
+    without ``auto``; anything else is refused, naming ``flag``."""
+    value = text.strip()
+    number = None if len(value) > 64 else _human_int(value, rules_for(release), flag)
+    if number is None or number <= 0:
+        raise InputError(
+            f"{flag} must be a positive integer, got {quoted(text[:64])}",
+            hint=f"e.g. {flag} 8192, 8k (8,000) or 8K (8,192)",
+        )
+    return number
+
+
+def _human_int(value: str, rules: EngineRules, flag: str = "--max-model-len") -> int | None:
     """``human_readable_int``: the number, or None where vLLM cannot read it."""
     match = _HUMAN.fullmatch(value)
     if match is not None:
         number, suffix = match.groups()
         if suffix in "tT" and not rules.max_len_tera:
             raise InputError(
-                f"--max-model-len {quoted(value)}: vLLM {rules.release} reads no t / T suffix "
+                f"{flag} {quoted(value)}: vLLM {rules.release} reads no t / T suffix "
                 f"(it came in {first_release('max_len_tera')})",
                 hint="write the length with k, m or g (K, M, G), or as a number",
             )
@@ -169,8 +183,7 @@ def _human_int(value: str, rules: EngineRules) -> int | None:
             return int(float(number) * _DECIMAL[suffix])
         if "." in number:
             raise InputError(
-                f"--max-model-len {quoted(value)}: vLLM allows no decimals with the binary "
-                f"suffix {suffix}",
+                f"{flag} {quoted(value)}: vLLM allows no decimals with the binary suffix {suffix}",
                 hint=f"did you mean {number}{suffix.lower()} (powers of 1000)?",
             )
         return int(number) * _BINARY[suffix]
