@@ -87,6 +87,7 @@ ARG_KEYS: Final = (
     "async_scheduling",
     "dtype",
     "calculate_kv_scales",
+    "enforce_eager",
 )
 #: The engine config line's names for some of them.
 _CONFIG_NAMES: Final = {"max_seq_len": "max_model_len"}
