@@ -117,3 +117,14 @@ def test_cli_prints_the_section_within_80_columns_and_json_has_both():
     assert memory["log"]["weights_gib"] == 21.21
     assert {r["component"] for r in memory["rows"]} >= {"activation peak", "KV cache"}
     assert "estimate" in memory["estimate"]
+
+
+def test_a_v0_log_shows_its_profiled_kv_memory_as_the_logged_figure():
+    """issue 10517: no 'Available KV cache memory' line; kv_cache_size=3.81GiB is the figure."""
+    from mmcli.kv.explain.report import explain_log
+    from mmcli.kv.inputs.layer_config import load_config
+
+    log = read_vllm_log(LOGS / "v0-10517-20k.log")
+    got = explain_log(load_config(CONFIG), log)
+    assert got.comparisons[0].logged == "3.81 GiB"
+    assert got.memory_gib == 3.81
