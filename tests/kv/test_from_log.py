@@ -30,18 +30,24 @@ def test_the_log_gives_the_memory_and_max_model_len_exactly_as_memory_would():
     assert logged.to_json() == given.to_json()
 
 
+def test_the_stored_lines_give_memory_and_max_model_len():
+    """LMCache#1739: "Available KV cache memory: 6.51 GiB", "Maximum concurrency for 32,768
+    tokens per request"; the stored lines name no release, so none is set."""
+    request = PlanRequest(str(LLAMA), from_log=str(KV / "vllm_logs" / "lmcache-1739.log"))
+    assert (request.memory, request.max_model_len) == ("6.51GiB", 32768)
+    assert request.vllm_version is None
+
+
 def test_the_release_comes_from_the_log():
+    """The API server's first line (vLLM 0.10.1 vllm/entrypoints/openai/api_server.py:
+    "vLLM API server version %s") names the release the plan takes."""
+    from mmcli.kv.explain.vllm_log import parse_vllm_log
+    from mmcli.kv.from_log import log_settings
+
     text = (
         "(APIServer pid=1) INFO 01-01 00:00:00 [api_server.py:1] vLLM API server version "
         "0.10.1\n" + (KV / "vllm_logs" / "lmcache-1739.log").read_text()
     )
-    path = KV / "vllm_logs" / "lmcache-1739.log"
-    request = PlanRequest(str(LLAMA), from_log=str(path))
-    assert (request.memory, request.max_model_len) == ("6.51GiB", 32768)
-    assert request.vllm_version is None  # the stored lines name no release
-    from mmcli.kv.explain.vllm_log import parse_vllm_log
-    from mmcli.kv.from_log import log_settings
-
     assert log_settings(parse_vllm_log(text))["vllm_version"] == "0.10.1"
 
 
@@ -100,3 +106,17 @@ def test_cli_refusal_is_exit_2():
     )
     assert out.exit_code == 2
     assert "--from-log and --memory" in out.output
+
+
+def test_a_release_other_than_the_logs_is_refused_naming_both(tmp_path):
+    """The log names 0.10.1 (its API server line); --vllm-version 0.20.0 says otherwise."""
+    log = tmp_path / "run.log"
+    log.write_text(
+        "(APIServer pid=1) INFO 01-01 00:00:00 [api_server.py:1] vLLM API server version "
+        "0.10.1\n" + (KV / "vllm_logs" / "lmcache-1739.log").read_text()
+    )
+    with pytest.raises(InputError) as info:
+        PlanRequest(str(LLAMA), from_log=str(log), vllm_version="0.20.0")
+    assert "--vllm-version '0.20.0'" in info.value.message
+    assert "0.10.1" in info.value.message
+    assert PlanRequest(str(LLAMA), from_log=str(log), vllm_version="0.10.1").memory == "6.51GiB"
