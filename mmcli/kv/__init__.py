@@ -28,10 +28,11 @@ if TYPE_CHECKING:
     from mmcli.kv.explain.report import Explanation, explain_log
     from mmcli.kv.explain.vllm_log import vllm_log_of
     from mmcli.kv.figures import FIGURE_LABELS, EngineFigures
-    from mmcli.kv.inputs.layer_config import load_config, read_document
+    from mmcli.kv.inputs.layer_config import load_config, load_document, read_document
     from mmcli.kv.inputs.map_file import write_map
     from mmcli.kv.inputs.model_source import resolve_model
     from mmcli.kv.inputs.readers import read_head
+    from mmcli.kv.memory_profile import MemoryComparison, explain_vllm_log
     from mmcli.kv.releases import describe, first_release, mirrored_range, value_history
     from mmcli.kv.result import ENGINE_CODES, KVPlan, SidePlan
     from mmcli.kv.serve import ServeArgs, parse_serve_line, serve_option
@@ -49,12 +50,15 @@ _LAZY = {
     "engine_log_of": "mmcli.kv.explain.engine_logs",
     "explain_sglang": "mmcli.kv.explain.engines",
     "explain_trtllm": "mmcli.kv.explain.engines",
+    "MemoryComparison": "mmcli.kv.memory_profile",
+    "explain_vllm_log": "mmcli.kv.memory_profile",
     "Explanation": "mmcli.kv.explain.report",
     "explain_log": "mmcli.kv.explain.report",
     "vllm_log_of": "mmcli.kv.explain.vllm_log",
     "FIGURE_LABELS": "mmcli.kv.figures",
     "EngineFigures": "mmcli.kv.figures",
     "load_config": "mmcli.kv.inputs.layer_config",
+    "load_document": "mmcli.kv.inputs.layer_config",
     "read_document": "mmcli.kv.inputs.layer_config",
     "write_map": "mmcli.kv.inputs.map_file",
     "resolve_model": "mmcli.kv.inputs.model_source",
@@ -99,12 +103,15 @@ __all__ = [
     "engine_log_of",
     "explain_sglang",
     "explain_trtllm",
+    "MemoryComparison",
+    "explain_vllm_log",
     "Explanation",
     "explain_log",
     "vllm_log_of",
     "FIGURE_LABELS",
     "EngineFigures",
     "load_config",
+    "load_document",
     "read_document",
     "write_map",
     "resolve_model",

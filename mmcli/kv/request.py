@@ -103,6 +103,9 @@ class PlanRequest:
     #: A ``vllm serve`` line (text split as a shell splits it, or tokens) read with the flags of
     #: ``vllm_version``: its model and its settings that change KV memory fill these fields.
     serve: str | tuple[str, ...] | list[str] | None = None
+    #: A vLLM start-up log: its "Available KV cache memory" (exact, as ``memory``), release
+    #: and logged settings fill the request (:mod:`mmcli.kv.from_log`).
+    from_log: str | Path | None = None
     #: What the checks resolved (filled in by ``__post_init__``).
     resolved: _Resolved = field(init=False, repr=False, compare=False)
 
@@ -110,6 +113,11 @@ class PlanRequest:
         from mmcli.kv.engine.max_len import parse_max_model_len
         from mmcli.kv.speculative import speculative_options
 
+        if self.from_log is not None:
+            from mmcli.kv.from_log import apply_log
+
+            refuse_vllm_only(EngineArgs(self.engine), {"--from-log": self.from_log})
+            apply_log(self)
         serve = None if self.serve is None else apply_serve(self)
         size = self.kv_cache_memory_bytes
         if isinstance(size, str):

@@ -31,7 +31,7 @@ PANELS: dict[tuple[str, ...], set[str]] = {
         "Engine and release",
         "Output",
     },
-    ("kv-share", "explain"): {"Input", "Engine and release", "Output"},
+    ("kv-share", "explain"): {"Input", "Memory and GPU", "Engine and release", "Output"},
     ("check-embeddings",): {"What to expect", "Check", "Output"},
     ("compare",): {"Tolerance", "Pairing and device", "Output"},
     ("bench",): {"Workload", "Timing", "Output"},

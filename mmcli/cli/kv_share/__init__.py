@@ -307,6 +307,7 @@ def plan(
     free_gpu_memory_fraction: eng.FreeFractionOpt = None,
     output_format: FormatOpt = OutputFormat.table,
     serve: vo.ServeOpt = None,
+    from_log: vo.FromLogOpt = None,
 ) -> None:
     """Validate a KV-sharing map and plan the KV cache as the engine would build it.
 
@@ -317,7 +318,7 @@ def plan(
     from mmcli.kv import PlanRequest, plan_run, refuse_vllm_only, serve_option
 
     refuse_twice(serve)
-    if serve is None and not model:
+    if serve is None and from_log is None and not model:
         raise InputError(
             "MODEL is missing",
             hint="kv-share plan MODEL [OPTIONS], or kv-share plan [OPTIONS] -- vllm serve MODEL …",

@@ -10,11 +10,11 @@ import typer
 from mmcli.cli._boundary import guarded
 from mmcli.cli._output import OutputFormat, emit_json, stdout
 from mmcli.cli.help import PanelledCommand
-from mmcli.cli.options import ENGINE, REVISION_HELP, FormatOpt
+from mmcli.cli.options import ENGINE, MEMORY, REVISION_HELP, FormatOpt
 from mmcli.errors import EXIT_FINDINGS, EXIT_OK, InputError
 
 if TYPE_CHECKING:
-    from mmcli.kv import Explanation
+    from mmcli.kv import Explanation, MemoryComparison
 
 INPUT = "Input"
 
@@ -65,6 +65,16 @@ def explain(
             rich_help_panel=ENGINE,
         ),
     ] = None,
+    gpu: Annotated[
+        str | None,
+        typer.Option(
+            "--gpu",
+            help="The GPU (a name or its memory, as kv-share plan --gpu) for the memory "
+            "section's estimate when the log does not print the GPU's total memory.",
+            show_default=False,
+            rich_help_panel=MEMORY,
+        ),
+    ] = None,
     max_mib: Annotated[
         int,
         typer.Option(
@@ -81,7 +91,7 @@ def explain(
     difference is explained), 2 for bad input.
     """
     from mmcli.cli.kv_share.explain_engines import explain_engine_log
-    from mmcli.kv import explain_log, load_config, read_head, resolve_model, vllm_log_of
+    from mmcli.kv import explain_vllm_log, load_document, read_head, resolve_model, vllm_log_of
 
     if max_mib < 1:
         raise InputError(
@@ -96,7 +106,8 @@ def explain(
     if engine_code is not None:
         raise typer.Exit(engine_code)
     log = vllm_log_of(head, truncated, str(log_path))
-    result = explain_log(load_config(source.config), log, vllm_version=vllm_version)
+    model, doc = load_document(source.config)
+    result = explain_vllm_log(model, log, vllm_version=vllm_version, doc=doc, gpu=gpu)
     exit_code = EXIT_OK if result.matches else EXIT_FINDINGS
     if output_format is OutputFormat.json:
         emit_json(result.to_json(exit_code=exit_code))
@@ -109,6 +120,8 @@ def render_explanation(result: Explanation) -> None:
     """The log's figures and the plan's, side by side, then the notes."""
     from rich.markup import escape
     from rich.table import Table
+
+    from mmcli.kv import MemoryComparison
 
     log = result.log
     console = stdout()
@@ -137,5 +150,38 @@ def render_explanation(result: Explanation) -> None:
         )
     for note in result.notes:
         console.print(f"• {escape(note)}")
+    if isinstance(result.memory, MemoryComparison):
+        render_memory(result.memory)
     verdict = "the plan reproduces the log" if result.matches else "the plan differs from the log"
     console.print(f"[bold]{verdict}[/]")
+
+
+def _gib(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}"
+
+
+def render_memory(memory: MemoryComparison) -> None:
+    """The profiler's figures beside mmcli's estimate of each component."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = stdout()
+    table = Table(title="memory (GiB): log vs mmcli's estimate", title_justify="left")
+    for name, justify in (("component", "left"), ("log", "right"), ("estimate", "right")):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    table.add_column("est. − log", justify="right")
+    for row in memory.rows:
+        diff = row.difference_gib
+        table.add_row(
+            escape(row.component),
+            _gib(row.logged_gib),
+            _gib(row.estimate_gib),
+            "–" if diff is None else f"{diff:+.2f}",
+        )
+    console.print(table)
+    shown = ", ".join(f"{k} {v} ({s})" for k, (v, s) in memory.inputs.items())
+    console.print(f"estimate inputs: {escape(shown)}")
+    for item in memory.missing:
+        console.print(f"• estimate: missing {escape(item)}")
+    for note in memory.notes:
+        console.print(f"• {escape(note)}")

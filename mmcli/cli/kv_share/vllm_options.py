@@ -3,6 +3,7 @@ a vLLM environment variable, not a flag."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -120,5 +121,15 @@ ServeOpt = Annotated[
         "file, -: from stdin); or put it last: -- vllm serve MODEL [FLAGS].",
         show_default=False,
         rich_help_panel=INPUT,
+    ),
+]
+FromLogOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--from-log",
+        help="Replan a run from its vLLM start-up log: its 'Available KV cache memory' "
+        "(exact, as --memory), its release and the settings it shows.",
+        show_default=False,
+        rich_help_panel=MEMORY,
     ),
 ]

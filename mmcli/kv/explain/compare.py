@@ -54,11 +54,17 @@ def agrees(log: VllmLog, figures: PlannedRange) -> bool:
     return bool(compared) and all(row.status == "match" for row in compared)
 
 
+def _profiled(log: VllmLog) -> str | None:
+    """V0's profiler figure for the KV memory, when no V1 line gives it."""
+    gib = log.profile.profiled_kv_gib
+    return None if gib is None else f"{gib:.2f} GiB"
+
+
 def compare(log: VllmLog, figures: PlannedRange, memory_gib: float) -> list[Comparison]:
     rows = [
         Comparison(
             "Available KV cache memory (per GPU)",
-            ", ".join(f"{r.gib:.2f} GiB" for r in log.available) or None,
+            ", ".join(f"{r.gib:.2f} GiB" for r in log.available) or _profiled(log),
             f"{memory_gib - ROUNDING_GIB:.3f} – {memory_gib + ROUNDING_GIB:.3f} GiB",
             "match",
             "the plan's input: the printed figure ± its rounding",

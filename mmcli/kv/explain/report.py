@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from mmcli.errors import InputError
 from mmcli.kv.explain.compare import ROUNDING_GIB, Comparison, PlannedRange, agrees, compare
@@ -31,6 +31,15 @@ from mmcli.kv.releases import (
 from mmcli.kv.result import KVPlan, SidePlan
 
 GIB: Final = 2**30
+
+
+class MemorySection(Protocol):
+    """The profiler's figures beside an estimate (built by :mod:`mmcli.kv.memory_profile`,
+    which may read the what-if estimate that this module must not)."""
+
+    def to_json(self) -> dict[str, Any]: ...
+
+
 _FIELDS: Final = {f.name for f in dataclasses.fields(PlanOptions)}
 
 
@@ -51,6 +60,8 @@ class Explanation:
     notes: list[str] = field(default_factory=list)
     #: Mirrored releases whose rules reproduce every figure logged.
     matching_releases: list[str] = field(default_factory=list)
+    #: The profiler's figures beside mmcli's estimate (None: the log prints none).
+    memory: MemorySection | None = None
 
     @property
     def matches(self) -> bool:
@@ -68,6 +79,9 @@ class Explanation:
             "matches": self.matches,
             "matching_releases": list(self.matching_releases),
             "notes": list(self.notes),
+            "memory_profile": None
+            if self.memory is None
+            else {"log": self.log.profile.to_json(), **self.memory.to_json()},
             "exit_code": exit_code,
         }
 
@@ -150,7 +164,10 @@ def _plan_range(config: ModelConfig, kwargs: dict[str, Any], gib: float) -> Plan
 
 
 def explain_log(
-    config: ModelConfig, log: VllmLog, *, vllm_version: str | None = None
+    config: ModelConfig,
+    log: VllmLog,
+    *,
+    vllm_version: str | None = None,
 ) -> Explanation:
     """Plan the run ``log`` describes and compare; ``vllm_version`` overrides the log's release."""
     if vllm_version is not None:

@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from mmcli.errors import InputError
 from mmcli.kv.explain.log_figures import check_figures
+from mmcli.kv.explain.profiler_lines import MemoryProfile, parse_profile_line
 from mmcli.kv.inputs.readers import read_head
 from mmcli.text import printable
 
@@ -86,6 +87,7 @@ ARG_KEYS: Final = (
     "async_scheduling",
     "dtype",
     "calculate_kv_scales",
+    "enforce_eager",
 )
 #: The engine config line's names for some of them.
 _CONFIG_NAMES: Final = {"max_seq_len": "max_model_len"}
@@ -130,6 +132,8 @@ class VllmLog:
     padding_layers: int | None = None
     auto_fit: tuple[int, int] | None = None
     refusal: Refusal | None = None
+    #: The memory profiler's figures (:mod:`mmcli.kv.explain.profiler_lines`).
+    profile: MemoryProfile = field(default_factory=MemoryProfile)
     bytes_read: int = 0
     truncated: bool = False
     #: How many lines gave something.
@@ -146,7 +150,8 @@ class VllmLog:
 
     @property
     def min_available_gib(self) -> float | None:
-        return min((r.gib for r in self.available), default=None)
+        """The smallest rank's KV memory; V0's profiler figure when no V1 line gives it."""
+        return min((r.gib for r in self.available), default=self.profile.profiled_kv_gib)
 
     def int_arg(self, key: str) -> int | None:
         value = self.args.get(key)
@@ -157,7 +162,12 @@ class VllmLog:
         return value if isinstance(value, str) else None
 
     def has_kv_report(self) -> bool:
-        return bool(self.available or self.kv_cache_tokens is not None or self.refusal is not None)
+        return bool(
+            self.available
+            or self.kv_cache_tokens is not None
+            or self.refusal is not None
+            or self.profile.profiled_kv_gib is not None
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -181,6 +191,7 @@ class VllmLog:
                 "available_gib": self.refusal.available_gib,
                 "estimated_max_model_len": self.refusal.estimated_max_model_len,
             },
+            "memory_profile": self.profile.to_json(),
             "bytes_read": self.bytes_read,
             "truncated": self.truncated,
         }
@@ -249,7 +260,7 @@ def _parse_line(line: str, log: VllmLog) -> bool:
                 log.release = m.group(1).removeprefix("v")
                 release = True
                 break
-    return _parse_figures(line, log) or release
+    return _parse_figures(line, log) or parse_profile_line(line, log.profile) or release
 
 
 def _parse_figures(line: str, log: VllmLog) -> bool:

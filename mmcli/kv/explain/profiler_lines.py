@@ -1,0 +1,183 @@
+"""Read vLLM's memory-profiler lines: what the start-up measured before sizing the KV cache.
+
+The wordings read, each release's own (the tests cite file and release):
+
+* the weights: "Model loading took X GiB [memory] and N seconds" (V1), V0's "Loading model
+  weights took X GB";
+* V0's "Memory profiling results: total_gpu_memory=…GiB … kv_cache_size=…GiB
+  gpu_memory_utilization=…", and its later "the current vLLM instance can use total_gpu_memory
+  (X GiB) x gpu_memory_utilization (U) = …" with "model weights take …; non_torch_memory takes
+  …; PyTorch activation peak memory takes …; the rest of the memory reserved for KV Cache is …";
+* V1's profiling result (at DEBUG): "Memory profiling takes N seconds. Total non KV cache
+  memory: …; torch peak memory increase: …; non-torch forward increase memory: …" (or, later,
+  "total consumed (from mem_get_info): …"), and "Requested memory: U (util), X GiB";
+* "Estimated CUDA graph memory: X GiB total", "Graph capturing finished in N secs, took X GiB",
+  and the extensible KV cache's "Memory after warmup: X GiB free, X GiB committed to the KV
+  cache, X GiB kept for transient activations".
+
+Every pattern is bounded, without nested or unbounded repeats.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from typing import Any, Final
+
+#: A GiB figure or seconds as vLLM prints them: digits, at most one point.
+_F = r"(\d{1,15}(?:\.\d{1,12})?)"
+
+_WEIGHTS = re.compile(rf"Model loading took {_F} ?GiB")
+_V0_WEIGHTS = re.compile(rf"Loading model weights took {_F} ?GB")
+_TAKES = re.compile(rf"Memory profiling takes {_F} seconds")
+_V1_NON_KV = re.compile(rf"Total non KV cache memory: {_F} ?GiB")
+_V1_PEAK = re.compile(rf"torch peak memory increase: {_F} ?GiB")
+_V1_NON_TORCH = re.compile(rf"non-torch forward increase memory: {_F} ?GiB")
+_V1_CONSUMED = re.compile(rf"total consumed \(from mem_get_info\): {_F} ?GiB")
+_V1_REQUESTED = re.compile(rf"Requested memory: {_F} \(util\), {_F} ?GiB")
+_V0_USABLE = re.compile(
+    rf"total_gpu_memory \({_F} ?GiB\) x gpu_memory_utilization \({_F}\) = {_F} ?GiB"
+)
+_V0_PARTS = re.compile(
+    rf"model weights take {_F} ?GiB; non_torch_memory takes {_F} ?GiB; PyTorch activation "
+    rf"peak memory takes {_F} ?GiB; the rest of the memory reserved for KV Cache is {_F} ?GiB"
+)
+_V0_RESULTS = "Memory profiling results:"
+_V0_ITEM = re.compile(rf"\b(\w{{1,40}})={_F}(?:GiB)?\b")
+_GRAPH_ESTIMATE = re.compile(rf"Estimated CUDA graph memory: {_F} ?GiB total")
+_GRAPH_TOOK = re.compile(rf"Graph capturing finished in {_F} secs, took {_F} ?GiB")
+_WARMUP = re.compile(
+    rf"Memory after warmup: {_F} GiB free, {_F} GiB committed to the KV cache, {_F} GiB kept "
+    "for transient activations"
+)
+
+
+@dataclass
+class MemoryProfile:
+    """The profiler's figures a log printed, in GiB (None: not printed)."""
+
+    weights_gib: float | None = None
+    #: The line the weights came from ("Model loading took" or V0's "Loading model weights").
+    weights_line: str | None = None
+    profile_seconds: float | None = None
+    total_gpu_gib: float | None = None
+    utilization: float | None = None
+    usable_gib: float | None = None
+    non_kv_gib: float | None = None
+    #: The profile run's torch peak above the weights (V0: "PyTorch activation peak").
+    activation_peak_gib: float | None = None
+    #: V0's absolute torch peak (weights included), "peak_torch_memory=".
+    peak_torch_gib: float | None = None
+    non_torch_gib: float | None = None
+    total_consumed_gib: float | None = None
+    #: What the profiler itself left for the KV cache (V0's lines).
+    profiled_kv_gib: float | None = None
+    cudagraph_estimate_gib: float | None = None
+    graph_capture_gib: float | None = None
+    graph_capture_seconds: float | None = None
+    warmup_free_gib: float | None = None
+    warmup_committed_gib: float | None = None
+    warmup_transient_gib: float | None = None
+
+    def any(self) -> bool:
+        return any(v is not None for v in asdict(self).values())
+
+    def activation_gib(self) -> float | None:
+        """The activation peak, measured or (V0's absolute peak) the peak less the weights."""
+        if self.activation_peak_gib is not None:
+            return self.activation_peak_gib
+        if self.peak_torch_gib is not None and self.weights_gib is not None:
+            return round(self.peak_torch_gib - self.weights_gib, 4)
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+#: V0's "Memory profiling results:" keys, to the field each fills.
+_V0_KEYS: Final = {
+    "total_gpu_memory": "total_gpu_gib",
+    "peak_torch_memory": "peak_torch_gib",
+    "non_torch_memory": "non_torch_gib",
+    "kv_cache_size": "profiled_kv_gib",
+    "gpu_memory_utilization": "utilization",
+}
+
+
+def _first(profile: MemoryProfile, name: str, value: str) -> None:
+    """Set a field once: the first rank's report wins."""
+    if getattr(profile, name) is None:
+        setattr(profile, name, float(value))
+
+
+def parse_profile_line(line: str, profile: MemoryProfile) -> bool:
+    """Read one (length-bounded) log line into ``profile``; whether it gave anything."""
+    if "took" in line:
+        return _parse_took(line, profile)
+    if "Memory profiling" in line:
+        found = False
+        if m := _TAKES.search(line):
+            _first(profile, "profile_seconds", m[1])
+            found = True
+        for pattern, name in (
+            (_V1_NON_KV, "non_kv_gib"),
+            (_V1_PEAK, "activation_peak_gib"),
+            (_V1_NON_TORCH, "non_torch_gib"),
+            (_V1_CONSUMED, "total_consumed_gib"),
+        ):
+            if m := pattern.search(line):
+                _first(profile, name, m[1])
+                found = True
+        if (start := line.find(_V0_RESULTS)) >= 0:
+            for key, value in _V0_ITEM.findall(line[start:]):
+                if key in _V0_KEYS:
+                    _first(profile, _V0_KEYS[key], value)
+                    found = True
+        return found
+    return _parse_budget(line, profile)
+
+
+def _parse_took(line: str, profile: MemoryProfile) -> bool:
+    if m := _WEIGHTS.search(line):
+        if profile.weights_gib is None:
+            profile.weights_gib, profile.weights_line = float(m[1]), "Model loading took"
+        return True
+    if m := _V0_WEIGHTS.search(line):
+        if profile.weights_gib is None:
+            profile.weights_gib, profile.weights_line = float(m[1]), "Loading model weights took"
+        return True
+    if m := _GRAPH_TOOK.search(line):
+        _first(profile, "graph_capture_seconds", m[1])
+        _first(profile, "graph_capture_gib", m[2])
+        return True
+    return False
+
+
+def _parse_budget(line: str, profile: MemoryProfile) -> bool:
+    if m := _V0_USABLE.search(line):
+        _first(profile, "total_gpu_gib", m[1])
+        _first(profile, "utilization", m[2])
+        _first(profile, "usable_gib", m[3])
+        return True
+    if m := _V0_PARTS.search(line):
+        for name, value in zip(
+            ("weights_gib", "non_torch_gib", "activation_peak_gib", "profiled_kv_gib"),
+            m.groups(),
+            strict=True,
+        ):
+            _first(profile, name, value)
+        profile.weights_line = profile.weights_line or "model weights take"
+        return True
+    if m := _V1_REQUESTED.search(line):
+        _first(profile, "utilization", m[1])
+        _first(profile, "usable_gib", m[2])
+        return True
+    if m := _GRAPH_ESTIMATE.search(line):
+        _first(profile, "cudagraph_estimate_gib", m[1])
+        return True
+    if m := _WARMUP.search(line):
+        _first(profile, "warmup_free_gib", m[1])
+        _first(profile, "warmup_committed_gib", m[2])
+        _first(profile, "warmup_transient_gib", m[3])
+        return True
+    return False

@@ -1,0 +1,192 @@
+"""The memory profiler's figures of a vLLM log beside mmcli's ESTIMATE of each component.
+
+The estimate is the one ``kv-share plan --gpu`` makes (:mod:`mmcli.kv.whatif.components`), on
+the log's own inputs: the GPU total the log printed (else ``--gpu``), the weights it measured
+and its utilization (else the release's default). KV = total × utilization − weights −
+activation peak − non-torch memory − CUDA-graph estimate. Each row shows the log's figure, the
+estimate and the difference, so a user sees which part the estimate missed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from mmcli.kv.explain.report import Explanation
+    from mmcli.kv.explain.vllm_log import VllmLog
+    from mmcli.kv.model import ModelConfig
+    from mmcli.kv.releases import EngineRules
+
+GIB: Final = 2**30
+
+
+@dataclass(frozen=True)
+class MemoryRow:
+    """One component: the log's figure and mmcli's estimate, GiB (None: not available)."""
+
+    component: str
+    logged_gib: float | None
+    estimate_gib: float | None
+    #: Which log line gave the figure.
+    logged_from: str = ""
+
+    @property
+    def difference_gib(self) -> float | None:
+        if self.logged_gib is None or self.estimate_gib is None:
+            return None
+        return round(self.estimate_gib - self.logged_gib, 2)
+
+
+@dataclass
+class MemoryComparison:
+    """The log's profiler figures, the estimate's, and the inputs both were taken on."""
+
+    rows: list[MemoryRow]
+    #: Input name → (value, where it came from).
+    inputs: dict[str, tuple[float | int | str, str]]
+    #: Inputs the estimate lacked (then the rows it needs have no estimate).
+    missing: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "estimate": "an estimate (mmcli's components, as kv-share plan --gpu)",
+            "inputs": {k: {"value": v, "from": s} for k, (v, s) in self.inputs.items()},
+            "rows": [asdict(r) | {"difference_gib": r.difference_gib} for r in self.rows],
+            "missing": list(self.missing),
+            "notes": list(self.notes),
+        }
+
+
+def _gib(value: int) -> float:
+    return round(value / GIB, 2)
+
+
+def compare_memory(
+    log: VllmLog, doc: dict[str, Any], rules: EngineRules, gpu: str | None
+) -> MemoryComparison | None:
+    """The memory section of ``log`` (None when it prints no profiler figure)."""
+    from mmcli.kv.whatif import components as c
+    from mmcli.kv.whatif.gpus import (
+        default_max_num_batched_tokens,
+        default_max_num_seqs,
+        resolve_gpu,
+    )
+
+    p = log.profile
+    if not p.any():
+        return None
+    inputs: dict[str, tuple[float | int | str, str]] = {}
+    missing: list[str] = []
+    total: int | None = None
+    if p.total_gpu_gib is not None:
+        total = round(p.total_gpu_gib * GIB)
+        inputs["gpu_total_gib"] = (p.total_gpu_gib, "log")
+    elif gpu is not None:
+        total = resolve_gpu(gpu).total_bytes
+        inputs["gpu_total_gib"] = (_gib(total), "--gpu")
+    else:
+        missing.append("the GPU's total memory (the log does not print it: give --gpu)")
+    util_arg = log.args.get("gpu_memory_utilization")
+    if p.utilization is not None:
+        inputs["gpu_memory_utilization"] = (p.utilization, "log")
+    elif isinstance(util_arg, float):
+        inputs["gpu_memory_utilization"] = (util_arg, "log")
+    else:
+        inputs["gpu_memory_utilization"] = (rules.default_gpu_memory_utilization, "release")
+    utilization = float(inputs["gpu_memory_utilization"][0])
+    if p.weights_gib is not None:
+        inputs["weights_gib"] = (p.weights_gib, "log")
+    else:
+        missing.append("the weights (the log has no 'Model loading took' line)")
+    tp = log.int_arg("tensor_parallel_size") or 1
+    inputs["tensor_parallel_size"] = (
+        tp,
+        "log" if log.int_arg("tensor_parallel_size") else "default",
+    )
+    eager = log.args.get("enforce_eager") is True
+    tokens = log.int_arg("max_num_batched_tokens")
+    seqs = log.int_arg("max_num_seqs")
+    if total is not None:
+        if tokens is None:
+            tokens = default_max_num_batched_tokens(total)
+            inputs["max_num_batched_tokens"] = (tokens, "the GPU's default")
+        if seqs is None:
+            seqs = default_max_num_seqs(total)
+            inputs["max_num_seqs"] = (seqs, "the GPU's default")
+    for key, value in (("max_num_batched_tokens", tokens), ("max_num_seqs", seqs)):
+        if value is not None and key not in inputs:
+            inputs[key] = (value, "log")
+    geo = c.geometry(doc) if doc else None
+    if geo is None:
+        missing.append("the config's geometry (hidden, intermediate and vocab sizes)")
+    activation = (
+        _gib(c.activation_peak(geo, tokens, seqs, tp).bytes)
+        if geo is not None and tokens is not None and seqs is not None
+        else None
+    )
+    non_torch = _gib(c.non_torch(tp).bytes)
+    graphs = (
+        _gib(
+            c.cuda_graphs(
+                seqs, subtracted=rules.cudagraph_estimate_subtracted, enforce_eager=eager
+            ).bytes
+        )
+        if seqs is not None
+        else None
+    )
+    kv = None
+    if total is not None and p.weights_gib is not None and activation is not None:
+        held = p.weights_gib + activation + non_torch + (graphs or 0.0)
+        kv = round(total * utilization / GIB - held, 2)
+    graph_logged, graph_from = p.cudagraph_estimate_gib, "Estimated CUDA graph memory"
+    if graph_logged is None and p.graph_capture_gib is not None:
+        graph_logged, graph_from = p.graph_capture_gib, "Graph capturing finished"
+    activation_from = (
+        "torch peak" if p.activation_peak_gib is not None else "peak_torch_memory − weights"
+    )
+    kv_logged = log.min_available_gib
+    rows = [
+        MemoryRow("activation peak", p.activation_gib(), activation, activation_from),
+        MemoryRow("non-torch memory", p.non_torch_gib, non_torch, "non-torch"),
+        MemoryRow("CUDA graphs", graph_logged, graphs, graph_from if graph_logged else ""),
+        MemoryRow("KV cache", kv_logged, kv, "Available KV cache memory"),
+    ]
+    notes = []
+    if p.graph_capture_gib is not None and p.cudagraph_estimate_gib is not None:
+        notes.append(
+            f"the graphs took {p.graph_capture_gib:.2f} GiB when captured (after the KV cache "
+            f"was sized on the {p.cudagraph_estimate_gib:.2f} GiB estimate)"
+        )
+    if not rules.cudagraph_estimate_subtracted:
+        notes.append(
+            f"{rules.mirrored} does not subtract a CUDA-graph estimate: the graphs are captured "
+            "after the KV cache is sized, in the memory utilization leaves"
+        )
+    if rules.extensible_kv_cache:
+        notes.append(
+            "the extensible KV cache's sizing margin is not in this estimate: see kv-share "
+            "plan --gpu"
+        )
+    return MemoryComparison(rows, inputs, missing, notes)
+
+
+def explain_vllm_log(
+    config: ModelConfig,
+    log: VllmLog,
+    *,
+    vllm_version: str | None = None,
+    doc: dict[str, Any] | None = None,
+    gpu: str | None = None,
+) -> Explanation:
+    """:func:`mmcli.kv.explain.report.explain_log` with the memory section: ``doc`` (the
+    config's document) and ``gpu`` (when the log does not print the GPU's total) feed its
+    estimate, on the rules the explanation planned with."""
+    from mmcli.kv.explain.report import explain_log
+    from mmcli.kv.releases import rules_for
+
+    explanation = explain_log(config, log, vllm_version=vllm_version)
+    rules = rules_for(explanation.options.vllm_version)
+    explanation.memory = compare_memory(log, doc or {}, rules, gpu)
+    return explanation

@@ -1,0 +1,130 @@
+"""explain's memory section: the profiler's figures of a published log beside mmcli's
+estimate of each component, on the log's own GPU total, weights and utilization.
+
+Logs: tests/kv/gpu_logs/ (sources in PROVENANCE.md). Config: the Llama 3.1 8B subset there.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from mmcli.cli.main import app
+from mmcli.kv.explain.vllm_log import parse_vllm_log, read_vllm_log
+from mmcli.kv.inputs.layer_config import load_document
+from mmcli.kv.memory_profile import compare_memory
+from mmcli.kv.releases import CHANGES, rules_for
+from mmcli.kv.whatif import components as c
+from mmcli.kv.whatif.gpus import resolve_gpu
+
+LOGS = Path(__file__).parent.parent / "gpu_logs"
+CONFIG = LOGS / "configs" / "meta-llama--Llama-3.1-8B-Instruct.subset.json"
+runner = CliRunner()
+
+
+def rows(comparison):
+    return {r.component: r for r in comparison.rows}
+
+
+def test_the_logged_column_is_the_log_and_the_inputs_are_the_logs():
+    """https://github.com/vllm-project/vllm/pull/14447: total 23.58 GiB, utilization 0.99,
+    weights 21.21 GiB, non-torch 0.20, activation peak 0.37, KV 1.57 GiB."""
+    log = read_vllm_log(LOGS / "v0-14447-24g.log")
+    _, doc = load_document(CONFIG)
+    got = compare_memory(log, doc, rules_for(None), None)
+    assert got is not None and not got.missing
+    by = rows(got)
+    assert by["activation peak"].logged_gib == 0.37
+    assert by["non-torch memory"].logged_gib == 0.2
+    assert by["KV cache"].logged_gib == 1.57
+    assert got.inputs["gpu_total_gib"] == (23.58, "log")
+    assert got.inputs["gpu_memory_utilization"] == (0.99, "log")
+    assert got.inputs["weights_gib"] == (21.21, "log")
+    # The KV estimate is what the components leave of total x utilization.
+    held = 21.21 + sum(by[k].estimate_gib for k in ("activation peak", "non-torch memory"))
+    held += by["CUDA graphs"].estimate_gib
+    assert by["KV cache"].estimate_gib == round(23.58 * 0.99 - held, 2)
+    assert by["KV cache"].difference_gib == round(
+        by["KV cache"].estimate_gib - by["KV cache"].logged_gib, 2
+    )
+
+
+def test_v0_absolute_peak_gives_the_activation_less_the_weights():
+    """https://github.com/vllm-project/vllm/issues/10517: peak_torch_memory=17.06GiB with
+    weights 14.9888 GB: the activation is the peak less the weights."""
+    log = read_vllm_log(LOGS / "v0-10517-20k.log")
+    _, doc = load_document(CONFIG)
+    got = compare_memory(log, doc, rules_for(None), None)
+    assert got is not None
+    row = rows(got)["activation peak"]
+    assert row.logged_gib == round(17.06 - 14.9888, 4)
+    assert row.logged_from == "peak_torch_memory − weights"
+
+
+def test_a_release_without_the_graph_estimate_estimates_no_graphs():
+    """Release rows cudagraph_estimate_subtracted: off in the oldest row, on in a later one."""
+    log = read_vllm_log(LOGS / "v0-14447-24g.log")
+    _, doc = load_document(CONFIG)
+    oldest = rules_for(CHANGES[0][0] + ".0")
+    assert not oldest.cudagraph_estimate_subtracted
+    got = compare_memory(log, doc, oldest, None)
+    assert got is not None
+    assert rows(got)["CUDA graphs"].estimate_gib == 0
+    assert any("does not subtract" in n for n in got.notes)
+
+
+def test_without_the_total_the_estimate_says_what_is_missing_and_gpu_fills_it():
+    line = "(EngineCore_DP0 pid=1) INFO 01-01 00:00:00 [gpu_model_runner.py:1] "
+    text = "\n".join(
+        [
+            line + "Model loading took 14.99 GiB memory and 5.1 seconds",
+            line + "Available KV cache memory: 3.81 GiB",
+        ]
+    )
+    _, doc = load_document(CONFIG)
+    log = parse_vllm_log(text)
+    got = compare_memory(log, doc, rules_for(None), None)
+    assert got is not None
+    assert any("GPU's total memory" in m for m in got.missing)
+    assert rows(got)["KV cache"].estimate_gib is None
+    with_gpu = compare_memory(log, doc, rules_for(None), "RTX3090")
+    assert with_gpu is not None and not with_gpu.missing
+    total = resolve_gpu("RTX3090").total_bytes / 2**30
+    assert with_gpu.inputs["gpu_total_gib"] == (round(total, 2), "--gpu")
+    assert rows(with_gpu)["non-torch memory"].estimate_gib == round(c.non_torch(1).bytes / 2**30, 2)
+
+
+def test_a_log_without_profiler_lines_has_no_memory_section():
+    text = (
+        "(EngineCore_DP0 pid=1) INFO 01-01 00:00:00 [gpu_worker.py:1] "
+        "Available KV cache memory: 3.81 GiB"
+    )
+    _, doc = load_document(CONFIG)
+    assert compare_memory(parse_vllm_log(text), doc, rules_for(None), None) is None
+
+
+def test_cli_prints_the_section_within_80_columns_and_json_has_both():
+    args = ["kv-share", "explain", str(LOGS / "v0-14447-24g.log"), "--model", str(CONFIG)]
+    table = runner.invoke(app, args, env={"COLUMNS": "80"}, terminal_width=80)
+    assert "memory (GiB): log vs mmcli's estimate" in table.output
+    start = table.output.index("memory (GiB)")
+    section = table.output[start:].splitlines()[1:8]
+    assert all(len(line) <= 80 for line in section)
+    doc = json.loads(runner.invoke(app, [*args, "--format", "json"]).output)
+    memory = doc["memory_profile"]
+    assert memory["log"]["weights_gib"] == 21.21
+    assert {r["component"] for r in memory["rows"]} >= {"activation peak", "KV cache"}
+    assert "estimate" in memory["estimate"]
+
+
+def test_a_v0_log_shows_its_profiled_kv_memory_as_the_logged_figure():
+    """issue 10517: no 'Available KV cache memory' line; kv_cache_size=3.81GiB is the figure."""
+    from mmcli.kv.explain.report import explain_log
+    from mmcli.kv.inputs.layer_config import load_config
+
+    log = read_vllm_log(LOGS / "v0-10517-20k.log")
+    got = explain_log(load_config(CONFIG), log)
+    assert got.comparisons[0].logged == "3.81 GiB"
+    assert got.memory_gib == 3.81

@@ -1,0 +1,145 @@
+"""The memory profiler's lines, as each vLLM release prints them, read by explain.
+
+Wordings from the released sources (format strings; the figures put in them are those of the
+published logs in tests/kv/gpu_logs/, see PROVENANCE.md, and the CUDA-graph estimate of
+https://github.com/gpustack/runner/pull/251, "Estimated CUDA graph memory: 0.36 GiB total").
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mmcli.kv.explain.profiler_lines import MemoryProfile, parse_profile_line
+from mmcli.kv.explain.vllm_log import MAX_LINE, parse_vllm_log, read_vllm_log
+
+LOGS = Path(__file__).parent / "gpu_logs"
+CORE = "(EngineCore_DP0 pid=1) INFO 01-01 00:00:00 [gpu_model_runner.py:1] "
+
+
+def read(*lines: str) -> MemoryProfile:
+    profile = MemoryProfile()
+    for line in lines:
+        assert parse_profile_line(line, profile), line
+    return profile
+
+
+def test_model_loading_took_of_0_10():
+    """vLLM 0.10.0 vllm/v1/worker/gpu_model_runner.py: "Model loading took %.4f GiB and
+    %.6f seconds"."""
+    got = read(CORE + "Model loading took 14.9888 GiB and 5.123456 seconds")
+    assert (got.weights_gib, got.weights_line) == (14.9888, "Model loading took")
+
+
+@pytest.mark.parametrize("figure", ["14.9888", "14.99"])
+def test_model_loading_took_memory_of_later_releases(figure):
+    """vLLM 0.11.1 gpu_model_runner.py: "Model loading took %.4f GiB memory and %.6f seconds";
+    0.14.0 – 0.33.0 gpu_model_runner.py and 0.34.0 vllm/v1/worker/gpu/model_runner.py print
+    it with format_gib (round(bytes / GiB, 2), vllm/utils/mem_utils.py): "took %s GiB memory"."""
+    got = read(CORE + f"Model loading took {figure} GiB memory and 5.123456 seconds")
+    assert got.weights_gib == float(figure)
+
+
+def test_v1_profiling_result_before_0_27():
+    """vLLM 0.10.0 vllm/utils/__init__.py and 0.11.1 – 0.26.0 vllm/utils/mem_utils.py,
+    MemoryProfilingResult.__repr__, logged at DEBUG by gpu_worker.py (logger.debug(
+    profile_result)); 0.14.0's 'Requested memory: %f (util), %s GiB' debug line."""
+    got = read(
+        CORE + "Memory profiling takes 17.59 seconds. Total non KV cache memory: 17.41GiB; "
+        "torch peak memory increase: 2.07GiB; non-torch forward increase memory: 0.35GiB; "
+        "weights memory: 14.99GiB.",
+        CORE + "Initial free memory: 23.3 GiB; Requested memory: 0.900000 (util), 21.22 GiB",
+    )
+    assert got.profile_seconds == 17.59
+    assert (got.non_kv_gib, got.activation_peak_gib, got.non_torch_gib) == (17.41, 2.07, 0.35)
+    assert (got.utilization, got.usable_gib) == (0.9, 21.22)
+    assert got.total_consumed_gib is None
+
+
+def test_v1_profiling_result_from_0_27():
+    """vLLM 0.27.0 – 0.34.0 vllm/utils/mem_utils.py: the repr's non-torch part became "total
+    consumed (from mem_get_info): %sGiB"."""
+    got = read(
+        CORE + "Memory profiling takes 17.59 seconds. Total non KV cache memory: 17.41GiB; "
+        "torch peak memory increase: 2.07GiB; total consumed (from mem_get_info): 15.34GiB; "
+        "weights memory: 14.99GiB."
+    )
+    assert (got.total_consumed_gib, got.non_torch_gib) == (15.34, None)
+
+
+def test_graph_lines():
+    """vLLM 0.18.0 – 0.33.0 gpu_model_runner.py: "Estimated CUDA graph memory: %.2f GiB
+    total"; 0.10.0 – 0.34.0: "Graph capturing finished in %.0f secs, took %.2f GiB"."""
+    got = read(
+        CORE + "Estimated CUDA graph memory: 0.36 GiB total",
+        CORE + "Graph capturing finished in 12 secs, took 0.36 GiB",
+    )
+    assert (got.cudagraph_estimate_gib, got.graph_capture_gib) == (0.36, 0.36)
+    assert got.graph_capture_seconds == 12
+
+
+def test_memory_after_warmup_of_0_34():
+    """vLLM 0.34.0 vllm/v1/worker/extensible_kv_cache.py: "Memory after warmup: %s GiB free, %s
+    GiB committed to the KV cache, %s GiB kept for transient activations (...)"."""
+    got = read(
+        CORE + "Memory after warmup: 1.57 GiB free, 3.81 GiB committed to the KV cache, "
+        "0.37 GiB kept for transient activations (0.37 GiB allocated at peak, 0.0 GiB of torch "
+        "reservation growth); 1952 KV cache blocks (3.81 GiB) fit within the requested 3.81 "
+        "GiB. Torch may reserve up to 21.22 GiB."
+    )
+    assert (got.warmup_free_gib, got.warmup_committed_gib, got.warmup_transient_gib) == (
+        1.57,
+        3.81,
+        0.37,
+    )
+
+
+def test_v0_published_log_of_issue_10517():
+    """https://github.com/vllm-project/vllm/issues/10517: V0's 'Loading model weights took
+    14.9888 GB' and 'Memory profiling results: ... kv_cache_size=3.81GiB'."""
+    log = read_vllm_log(LOGS / "v0-10517-20k.log")
+    p = log.profile
+    assert (p.weights_gib, p.weights_line) == (14.9888, "Loading model weights took")
+    assert (p.total_gpu_gib, p.utilization, p.non_torch_gib) == (23.58, 0.9, 0.35)
+    assert (p.peak_torch_gib, p.profiled_kv_gib) == (17.06, 3.81)
+    assert p.activation_gib() == round(17.06 - 14.9888, 4)
+    assert log.min_available_gib == 3.81
+
+
+def test_v0_published_log_of_pr_14447():
+    """https://github.com/vllm-project/vllm/pull/14447: the later V0 wording, three lines."""
+    p = read_vllm_log(LOGS / "v0-14447-24g.log").profile
+    assert (p.profile_seconds, p.total_gpu_gib, p.utilization, p.usable_gib) == (
+        17.59,
+        23.58,
+        0.99,
+        23.35,
+    )
+    assert (p.weights_gib, p.non_torch_gib, p.activation_peak_gib, p.profiled_kv_gib) == (
+        21.21,
+        0.2,
+        0.37,
+        1.57,
+    )
+
+
+def test_first_rank_wins_and_long_lines_are_skipped():
+    text = "\n".join(
+        [
+            CORE + "Model loading took 14.99 GiB memory and 5.1 seconds",
+            CORE + "Model loading took 21.21 GiB memory and 5.1 seconds",
+            "x" * MAX_LINE + " Estimated CUDA graph memory: 0.36 GiB total",
+            CORE + "Available KV cache memory: 3.81 GiB",
+        ]
+    )
+    log = parse_vllm_log(text)
+    assert log.profile.weights_gib == 14.99
+    assert log.profile.cudagraph_estimate_gib is None
+
+
+def test_lines_without_a_figure_give_nothing():
+    profile = MemoryProfile()
+    assert not parse_profile_line("Model loading took a while", profile)
+    assert not parse_profile_line("Estimated CUDA graph memory: lots", profile)
+    assert not profile.any()
