@@ -18,15 +18,18 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from mmcli.kv.sglang.log_releases import ARGS_FIRST_IN
 from mmcli.kv.sglang.releases import state_line_release
 
 #: Longer lines are skipped (a server_args line is a few KiB; nothing needs more).
 MAX_LINE = 65_536
 
 _NUM = r"(\d{1,15}(?:\.\d{1,6})?)"
+#: 0.5.13 on name the dtype ("KV Cache is allocated. dtype: torch.bfloat16, #tokens: …");
+#: 0.5.18 on print "KV Cache VA upper bound." instead when the post-capture resize is on.
 _SGL_POOL = re.compile(
-    rf"KV Cache is allocated\. #tokens: (\d{{1,15}}), (?:K size: {_NUM} GB, V size: {_NUM} GB"
-    rf"|KV size: {_NUM} GB)"
+    r"KV Cache (is allocated|VA upper bound)\. (?:dtype: ([A-Za-z0-9_.]{1,40}), )?"
+    rf"#tokens: (\d{{1,15}}), (?:K size: {_NUM} GB, V size: {_NUM} GB|KV size: {_NUM} GB)"
 )
 #: MambaPool's line; with speculative decoding it goes on with intermediate_ssm_state_cache.
 _SGL_MAMBA = re.compile(
@@ -50,7 +53,10 @@ _ARG = {
     "mamba_full_memory_ratio": re.compile(r"\bmamba_full_memory_ratio=([0-9.]{1,12})"),
     "disable_radix_cache": re.compile(r"\bdisable_radix_cache=(True|False)"),
     "speculative_algorithm": re.compile(r"\bspeculative_algorithm='([A-Za-z0-9_]{1,20})'"),
+    "max_total_tokens": re.compile(r"\bmax_total_tokens=(\d{1,15})"),
 }
+#: The ``server_args`` fields that only some releases have (mmcli.kv.sglang.log_releases).
+_MARKERS = {name: re.compile(rf"\b{name}=") for name in ARGS_FIRST_IN}
 _TRT_CPP = re.compile(
     rf"Memory usage when calculating max tokens in paged kv cache: total: {_NUM} GiB, "
     rf"available: {_NUM} GiB"
@@ -79,6 +85,11 @@ class SglangLog:
     max_running_requests: int | None = None
     context_len: int | None = None
     args: dict[str, str] = field(default_factory=dict)
+    #: The dtype the KV line names (0.5.13 on), whether it is the post-capture "VA upper
+    #: bound" line, and the ``server_args`` fields read that only some releases have.
+    kv_line_dtype: str | None = None
+    va_upper_bound: bool = False
+    arg_markers: list[str] = field(default_factory=list)
     #: A hybrid model's state pool: its conv and SSM buffer sizes in GiB as printed (2
     #: decimals), its slots (0.5.4 prints them; 0.5.3 does not), and whether the line goes on
     #: with speculative decoding's intermediate caches.
@@ -125,9 +136,10 @@ def parse_sglang_log(text: str) -> SglangLog | None:
     log = SglangLog()
     for line in _lines(text):
         if (m := _SGL_POOL.search(line)) and log.tokens is None:
-            log.tokens = int(m.group(1))
-            log.mla = m.group(4) is not None
-            log.k_gib = float(m.group(4) if log.mla else m.group(2))
+            log.va_upper_bound, log.kv_line_dtype = m[1] != "is allocated", m[2]
+            log.tokens = int(m[3])
+            log.mla = m[6] is not None
+            log.k_gib = float(m[6] if log.mla else m[4])
         elif (m := _SGL_MAMBA.search(line)) and not log.has_mamba_line:
             log.mamba_slots = None if m[1] is None else int(m[1])
             log.conv_gib, log.ssm_gib = float(m[2]), float(m[3])
@@ -138,6 +150,7 @@ def parse_sglang_log(text: str) -> SglangLog | None:
                 log.context_len = int(c[1])
         elif _SGL_ARGS.search(line) and not log.args:
             log.args = {k: a[1] for k, p in _ARG.items() if (a := p.search(line))}
+            log.arg_markers = [k for k, p in _MARKERS.items() if p.search(line)]
     return log if log.tokens is not None else None
 
 

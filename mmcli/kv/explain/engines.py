@@ -9,21 +9,24 @@ release its ``Mamba Cache`` line's wording names (:mod:`mmcli.kv.explain.sglang_
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from mmcli.errors import InputError
 from mmcli.kv.explain.engine_logs import SglangLog, TrtllmLog
+from mmcli.kv.explain.engine_rows import (
+    EngineExplanation,
+    Row,
+    k_rows,
+    running_row,
+    settings,
+)
+from mmcli.kv.explain.engine_rows import row as _row
+from mmcli.kv.explain.sglang_dense import explain_dense
 from mmcli.kv.explain.sglang_state import budgets, hybrid_rules, refuse_unmirrored
 from mmcli.kv.model import ModelConfig
-from mmcli.kv.sglang import SglangOptions, plan_sglang, sglang_rules
-from mmcli.kv.sglang.geometry import KV_CACHE_DTYPES, Cell, hybrid_cell, sglang_cell
-from mmcli.kv.sglang.releases import (
-    EXPLAIN_RANGE,
-    EXPLAIN_RELEASE,
-    STATE_LINE_WORDING,
-    state_line_release,
-)
+from mmcli.kv.sglang import SglangOptions
+from mmcli.kv.sglang.geometry import hybrid_cell
+from mmcli.kv.sglang.releases import STATE_LINE_WORDING, state_line_release
 from mmcli.kv.state import MambaSpec
 from mmcli.kv.trtllm import TrtllmOptions, plan_trtllm, trtllm_rules
 from mmcli.kv.trtllm.pool import bytes_per_token
@@ -33,124 +36,14 @@ _GIB = 2**30
 _HALF = 0.005  # half the last printed digit of a "%.2f GiB" figure
 
 
-@dataclass(frozen=True)
-class Row:
-    """One figure: as logged, as planned, and whether they agree."""
-
-    figure: str
-    logged: str
-    planned: str
-    status: str  # "match", "differs" or "not in log"
-
-
-@dataclass
-class EngineExplanation:
-    """A start-up log of ``engine`` beside mmcli's plan of the same run."""
-
-    engine: str
-    release: str
-    model: str
-    rows: list[Row]
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def matches(self) -> bool:
-        return all(row.status != "differs" for row in self.rows)
-
-    def to_json(self, *, exit_code: int) -> dict[str, Any]:
-        return {
-            "engine": self.engine,
-            "release": self.release,
-            "model": self.model,
-            "rows": [vars(row) for row in self.rows],
-            "notes": list(self.notes),
-            "matches": self.matches,
-            "exit_code": exit_code,
-        }
-
-
-def _row(figure: str, logged: object, planned: object, ok: bool | None) -> Row:
-    status = "not in log" if ok is None else "match" if ok else "differs"
-    return Row(figure, "–" if logged is None else str(logged), str(planned), status)
-
-
-def _settings(log: SglangLog) -> tuple[int, int, str]:
-    """tp, page size and KV dtype of the run, from its ``server_args`` line (else defaults)."""
-    args = log.args
-    kv_dtype = args.get("kv_cache_dtype", "auto")
-    kv_dtype = kv_dtype if kv_dtype in KV_CACHE_DTYPES else "auto"
-    return int(args.get("tp_size", "1")), int(args.get("page_size", "1")), kv_dtype
-
-
-def _k_rows(log: SglangLog, cell: Cell, page: int) -> list[Row]:
-    """The K (or latent) buffer: bytes per token per buffer as a range, and its printed size."""
-    if log.k_gib is None or log.tokens is None:
-        return []
-    slots = log.tokens + page
-    per_buffer = cell.bytes_per_token // (1 if cell.mla else 2)
-    low, high = (log.k_gib - _HALF) * _GIB / slots, (log.k_gib + _HALF) * _GIB / slots
-    what = "KV size (latent)" if cell.mla else "K size"
-    planned_gib = f"{cell.tensor_bytes(slots) / _GIB:.2f} GB"
-    return [
-        _row(
-            f"{what}, bytes per token per buffer",
-            f"{low:,.0f}–{high:,.0f}",
-            f"{per_buffer:,}",
-            planned_gib == f"{log.k_gib:.2f} GB",  # the range, without its float edges
-        ),
-        _row(what, f"{log.k_gib:.2f} GB", planned_gib, planned_gib == f"{log.k_gib:.2f} GB"),
-    ]
-
-
-def _running_row(log: SglangLog, running: object) -> Row:
-    compared = log.max_running_requests is not None and log.context_len is not None
-    ok = running == log.max_running_requests if compared else None
-    return _row("max_running_requests", log.max_running_requests, running, ok)
-
-
 def explain_sglang(config: ModelConfig, doc: dict[str, Any], log: SglangLog) -> EngineExplanation:
-    """Reproduce an SGLang log's cell, buffer sizes and request cap from the config."""
+    """Reproduce an SGLang log's cell, buffer sizes and request cap from the config, and say
+    which releases' rules reproduce it."""
     if any(isinstance(layer.spec, MambaSpec) for layer in config.layers):
-        return _explain_hybrid(config, doc, log)
-    args = log.args
-    tp, page, kv_dtype = _settings(log)
-    # The explanation follows the rules of 0.4.6.post5 – 0.5.4, whose sliding layers keep every
-    # token; later releases' hybrid SWA pools are not mirrored.
-    rules = sglang_rules(EXPLAIN_RELEASE)
-    cell = sglang_cell(config, doc, rules, tp=tp, kv_dtype=kv_dtype)
-    tokens = log.tokens or 0
-    options = SglangOptions(
-        release=EXPLAIN_RELEASE,
-        tp=tp,
-        memory_bytes=tokens * cell.bytes_per_token,
-        page_size=page,
-        page_size_given=True,
-        kv_dtype=kv_dtype,
-        max_model_len=log.context_len,
-        enable_dp_attention=args.get("enable_dp_attention") == "True",
-    )
-    plan = plan_sglang(config, doc, options)
-    rows = _k_rows(log, cell, page)
-    rows.append(_running_row(log, plan.value("max_running_requests")))
-    if log.has_mamba_line:
-        rows.append(
-            _row(
-                "Mamba Cache (state pool)",
-                "allocated",
-                "none: the config has no Mamba / GDN layers",
-                False,
-            )
-        )
-    notes = [
-        f"cell: {cell.bytes_per_token:,} B per token per rank at tp {tp} "
-        f"({cell.layers} layers); the pool budget behind #tokens {tokens:,} is "
-        f"{tokens * cell.bytes_per_token:,}–{(tokens + page) * cell.bytes_per_token - 1:,} B",
-        "the log names no SGLang release; these figures are equal in every release read",
-        *plan.notes,
-    ]
-    if log.context_len is None:
-        notes.append("the log has no context_len: max_running_requests is not compared")
-    return EngineExplanation("sglang", EXPLAIN_RANGE, config.name, rows, notes)
+        result = _explain_hybrid(config, doc, log)
+        result.releases_matching = [result.release] if result.matches else []
+        return result
+    return explain_dense(config, doc, log)
 
 
 def _gib_range(gib: float, count: int) -> tuple[float, float]:
@@ -160,7 +53,7 @@ def _gib_range(gib: float, count: int) -> tuple[float, float]:
 
 def _explain_hybrid(config: ModelConfig, doc: dict[str, Any], log: SglangLog) -> EngineExplanation:
     """A hybrid GDN / Mamba-2 model's log: token pool, state pool and request cap."""
-    tp, page, kv_dtype = _settings(log)
+    tp, page, kv_dtype = settings(log)
     rules = hybrid_rules(doc, log)
     cell, state = hybrid_cell(config, doc, rules, tp=tp, kv_dtype=kv_dtype)
     refuse_unmirrored(log, state)
@@ -181,7 +74,7 @@ def _explain_hybrid(config: ModelConfig, doc: dict[str, Any], log: SglangLog) ->
     chosen = log.mamba_slots if log.mamba_slots in found else (counts or [-1])[0]
     budget, plan = found[chosen]
     planned_slots = int(plan.value("state_slots") or 0)
-    rows = _k_rows(log, cell, page)
+    rows = k_rows(log, cell, page)
     if not counts:
         rows.append(_row("#tokens", tokens, plan.value("pool_tokens"), False))
     slots_text = " or ".join(f"{n}" for n in counts) or f"{planned_slots}"
@@ -207,7 +100,7 @@ def _explain_hybrid(config: ModelConfig, doc: dict[str, Any], log: SglangLog) ->
                 _row(f"{name}, bytes per slot", f"{low:,.0f}–{high:,.0f}", f"{per_slot:,}", ok)
             )
             rows.append(_row(f"{name} size", f"{gib:.2f}GB", printed, ok))
-    rows.append(_running_row(log, plan.value("max_running_requests")))
+    rows.append(running_row(log, plan.value("max_running_requests")))
     per = state.bytes_per_request
     low = planned_slots * per + tokens * cell.bytes_per_token
     notes = [
@@ -321,7 +214,9 @@ def explain_trtllm(config: ModelConfig, doc: dict[str, Any], log: TrtllmLog) -> 
     if log.tokens_per_block is None:
         notes.append("the log prints no tokens per block: the release default is assumed")
     notes.append(named)
-    return EngineExplanation("trtllm", release, config.name, rows, notes)
+    result = EngineExplanation("trtllm", release, config.name, rows, notes)
+    result.releases_matching = [release] if result.matches else []
+    return result
 
 
 def _trtllm_release(log: TrtllmLog) -> tuple[str, str]:

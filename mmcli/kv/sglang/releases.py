@@ -68,6 +68,9 @@ class SglangRules:
     #: ``mm_runtime_reservation_gb``: its size depends on the feature transport resolved at
     #: start-up, so such models are refused there).
     multimodal_kv_reserve: bool = False
+    #: Whether the "KV Cache is allocated." line names the pool's dtype (0.5.13
+    #: mem_cache/memory_pool.py:819 "KV Cache is allocated. dtype: …, #tokens: …").
+    kv_line_names_dtype: bool = False
 
 
 _GEMMA_OFF = (
@@ -170,6 +173,13 @@ RELEASES = (
         for n in range(18, 24)
     ),
 )
+#: 0.5.13 on: the KV line names the dtype (memory_pool.py:819 in 0.5.13, :1023 in 0.5.14,
+#: :1616 in 0.5.16, :1670 in 0.5.17, :2089 in 0.5.23); 0.5.4 – 0.5.12 print "KV Cache is
+#: allocated. #tokens: …" (memory_pool.py:453 in 0.5.4, :744 in 0.5.12).
+_DTYPE_LINE_FROM = [r.release for r in RELEASES].index("0.5.13")
+RELEASES = tuple(
+    replace(r, kv_line_names_dtype=i >= _DTYPE_LINE_FROM) for i, r in enumerate(RELEASES)
+)
 #: The newest release mirrored on both budget paths (0.5.10's default fraction is not).
 DEFAULT_RELEASE = "0.5.9"
 _BY_NAME = {r.release: r for r in RELEASES}
@@ -213,13 +223,26 @@ def newest_release(test: Callable[[SglangRules], bool]) -> str:
     return next(r.release for r in reversed(RELEASES) if test(r))
 
 
-# --- explaining a start-up log that names no release ---------------------------------------
-
-#: The release whose rules explain a dense / MLA log: its figures are those of every release
-#: read up to it (the cell and the budget changed after it).
-EXPLAIN_RELEASE = "0.5.4"
-#: The releases whose figures that explanation stands for.
-EXPLAIN_RANGE = f"{RELEASES[0].release}–{EXPLAIN_RELEASE}"
+#: A ``ServerArgs`` field first in each release (the dataclass of server_args.py of each wheel,
+#: 0.5.4 – 0.5.19; each stays through 0.5.23, server_args.py / arg_groups): a ``server_args``
+#: line that names one is of that release or a later one. 0.5.20 – 0.5.23 were not told apart.
+ARGS_FIRST_IN: dict[str, str] = {
+    "debug_tensor_dump_layers": "0.5.5",
+    "enable_attn_tp_input_scattered": "0.5.6",
+    "enable_dynamic_chunking": "0.5.7",
+    "enable_prefill_delayer": "0.5.8",
+    "attn_cp_size": "0.5.9",
+    "disable_priority_preemption": "0.5.10",
+    "batch_notify_size": "0.5.11",
+    "detokenizer_worker_num": "0.5.12",
+    "disable_attn_tp_gather": "0.5.13",
+    "cuda_graph_backend_decode": "0.5.14",
+    "dcp_size": "0.5.15",
+    "elastic_ep_initial_size": "0.5.16",
+    "dwdp_size": "0.5.17",
+    "c128_page_size": "0.5.18",
+    "dsv4_prefill_backend": "0.5.19",
+}
 
 
 def state_line_release(names_slots: bool) -> str:

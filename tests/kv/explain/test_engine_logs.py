@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from mmcli.errors import InputError
 from mmcli.kv.explain.engine_logs import (
     MAX_LINE,
     SglangLog,
@@ -143,3 +146,93 @@ def test_a_log_of_an_unmirrored_release_is_refused() -> None:
             explain_trtllm(*_doc(QWEN15_7B), log)
         assert f"the log is of TensorRT-LLM {release} (its version line)" in str(caught.value)
         assert "were not read" in str(caught.value) or "was not read" in str(caught.value)
+
+
+# --- SGLang 0.5.5 – 0.5.23: the KV line's wording, and which releases' rules reproduce a log ---
+#
+# The KV line (mem_cache/memory_pool.py, MHATokenToKVPool / MLATokenToKVPool):
+#   0.5.4 :453  0.5.5 :509  0.5.6 :479  0.5.7 :562  0.5.8 :605  0.5.9 :652  0.5.10 :696
+#   0.5.11 :735  0.5.12 :744  "KV Cache is allocated. #tokens: {n}, K size: {k:.2f} GB, V size: …"
+#   0.5.13 :819  0.5.14 :1023  0.5.15 :1242  0.5.16 :1616
+#       "KV Cache is allocated. dtype: {self.dtype}, #tokens: {n}, K size: …" (MLA: "KV size")
+#   0.5.17 :1670 – 0.5.23 :2089  the same words split over f-strings, "{label} KV Cache" for a
+#       labelled (SWA / Full) pool; from 0.5.18 "KV Cache VA upper bound." when the
+#       post-capture resize is on.
+# The scheduler line (managers/scheduler.py: 0.5.4 :378, 0.5.9 :623, 0.5.13 :877, 0.5.14 :936,
+# 0.5.17 :1069, 0.5.23 :1269) is the same in every release: "max_total_num_tokens=…,
+# chunked_prefill_size=…, max_prefill_tokens=…, max_running_requests=…, context_len=…,
+# available_gpu_mem=… GB". No release logs its version at start-up (sglang.version.__version__
+# is only served: entrypoints/http_server.py, engine.py get_server_info).
+
+DTYPE_LINE = SGLANG_LOG.replace("allocated. #tokens", "allocated. dtype: torch.bfloat16, #tokens")
+
+
+def test_sglang_kv_line_wordings_are_read() -> None:
+    log = parse_sglang_log(DTYPE_LINE)
+    assert log is not None and log.tokens == 367_404 and log.k_gib == 8.23
+    assert log.kv_line_dtype == "torch.bfloat16" and not log.va_upper_bound
+    mla = parse_sglang_log(
+        "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 60000, KV size: 0.13 GB\n"
+    )
+    assert mla is not None and mla.mla and mla.k_gib == 0.13
+    va = parse_sglang_log(SGLANG_LOG.replace("is allocated", "VA upper bound"))
+    assert va is not None and va.va_upper_bound
+
+
+def test_sglang_log_without_dtype_is_of_releases_to_0_5_12() -> None:
+    log = parse_sglang_log(SGLANG_LOG)
+    assert log is not None
+    result = explain_sglang(*_doc(QWEN3_235B), log)
+    assert result.matches
+    assert result.releases_matching[0] == "0.4.6.post5"
+    assert result.releases_matching[-1] == "0.5.12"
+    assert "0.5.13" not in result.releases_matching
+    assert result.to_json(exit_code=0)["releases_matching"] == result.releases_matching
+
+
+def test_sglang_log_with_dtype_is_of_0_5_13_on() -> None:
+    log = parse_sglang_log(DTYPE_LINE)
+    assert log is not None
+    result = explain_sglang(*_doc(QWEN3_235B), log)
+    assert result.matches
+    assert result.releases_matching[0] == "0.5.13" and result.releases_matching[-1] == "0.5.23"
+
+
+def test_sglang_server_args_field_narrows_the_releases() -> None:
+    # dcp_size is a ServerArgs field from 0.5.15 (server_args.py:823 there; not in 0.5.14).
+    log = parse_sglang_log(DTYPE_LINE.replace("tp_size=4,", "tp_size=4, dcp_size=1,"))
+    assert log is not None and log.arg_markers == ["dcp_size"]
+    result = explain_sglang(*_doc(QWEN3_235B), log)
+    assert result.releases_matching[0] == "0.5.15"
+    assert any("dcp_size (first in SGLang 0.5.15)" in note for note in result.notes)
+
+
+def test_sglang_request_cap_rule_tells_releases_apart() -> None:
+    # --max-running-requests 300000 with context_len 40960: 0.5.14 on cap it at capacity // 2
+    # (model_runner_kv_cache_mixin.py _resolve_max_num_reqs) = 367404 // 2 = 183702; 0.5.13
+    # sizes the request pool from the capacity, min(max(367404 / 40960 * 512, 2048), 4096) =
+    # 4096 (model_executor/pool_configurator.py), and the scheduler takes the smaller.
+    text = DTYPE_LINE.replace("tp_size=4,", "tp_size=4, max_running_requests=300000,")
+    text += (
+        "max_total_num_tokens=367404, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+        "max_running_requests={running}, context_len=40960, available_gpu_mem=5.00 GB\n"
+    )
+    capped = parse_sglang_log(text.format(running=183702))
+    assert capped is not None
+    result = explain_sglang(*_doc(QWEN3_235B), capped)
+    assert result.matches and result.releases_matching[0] == "0.5.14"
+    pooled = parse_sglang_log(text.format(running=4096))
+    assert pooled is not None
+    result = explain_sglang(*_doc(QWEN3_235B), pooled)
+    assert result.releases_matching == ["0.5.13"]
+    neither = parse_sglang_log(text.format(running=5000))
+    assert neither is not None
+    result = explain_sglang(*_doc(QWEN3_235B), neither)
+    assert not result.matches and result.releases_matching == []
+
+
+def test_sglang_va_upper_bound_line_is_refused() -> None:
+    log = parse_sglang_log(DTYPE_LINE.replace("is allocated", "VA upper bound"))
+    assert log is not None
+    with pytest.raises(InputError, match="VA upper bound"):
+        explain_sglang(*_doc(QWEN3_235B), log)
