@@ -120,7 +120,11 @@ def test_capture_sizes() -> None:
 
 def test_graph_term_by_release_and_eager() -> None:
     """VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS (envs.py): absent in 0.17, default "0" in
-    0.18/0.19, "1" from 0.20; --enforce-eager captures no graph (cudagraph_mode NONE)."""
+    0.18/0.19, "1" from 0.20; --enforce-eager captures no graph (cudagraph_mode NONE).
+    Without the estimate the graphs are captured after the KV cache is sized and allocated
+    (vLLM 0.10.1 v1/engine/core.py: determine_available_memory, then initialize_from_config,
+    then compile_or_warm_up_model, which calls capture_model in v1/worker/gpu_worker.py), so
+    they take nothing off "Available KV cache memory"."""
     assert not rules_for("0.19").cudagraph_estimate_subtracted
     assert rules_for("0.20").cudagraph_estimate_subtracted
     assert first_release("cudagraph_estimate_subtracted", True) == "0.20"
