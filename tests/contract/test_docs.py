@@ -668,6 +668,28 @@ CLAUSE = re.compile(r"(?:[^.;|\n]|\.(?=\w))+(?:\.|;|\||\n|$)")
 #: refusal (run below: it must exit 2). A new such sentence fails until it is listed here with
 #: its demonstration -- or, if the CLI accepts the option after all, the page is corrected.
 REFUSALS: dict[tuple[str, str], list[str]] = {
+    ("docs/kv-share-vllm.md", "--gpu"): [
+        "kv-share",
+        "plan",
+        "samples/kv/qwen3-14b-like.json",
+        "--gpu",
+        "H100",
+        "--weights",
+        "28GiB",
+        "--vllm-version",
+        "0.9.2",
+    ],
+    ("docs/kv-share-vllm.md", "--vllm-version"): [
+        "kv-share",
+        "plan",
+        "samples/kv/qwen3-14b-like.json",
+        "--gpu",
+        "H100",
+        "--weights",
+        "28GiB",
+        "--vllm-version",
+        "0.9.2",
+    ],
     ("docs/kv-share-engines.md", "--trtllm-version"): [
         "kv-share",
         "plan",

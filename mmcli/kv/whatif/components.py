@@ -20,19 +20,29 @@ MIB: Final = 2**20
 #: Bytes per element of the dtypes a config names (``torch_dtype`` / ``dtype``).
 DTYPE_BYTES: Final = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4}
 
-#: The non-torch memory of one GPU without tensor parallelism: the engine's
-#: "non_torch_memory takes 0.16GiB" (https://github.com/vllm-project/vllm/pull/12126).
+#: The non-torch memory is what ``memory_profiling`` (vllm/utils, 0.10.1) counts as
+#: ``non_torch_increase``: CUDA memory outside torch's pool grown from the snapshot the worker
+#: takes before ``init_worker_distributed_environment`` (v1/worker/gpu_worker.py
+#: ``init_device``, 0.10.1; V0's vllm/worker/worker.py takes its baseline at the same point,
+#: 0.10.0) until after the profile run: the kernels' modules loaded while profiling and, with
+#: tp > 1, the NCCL communicators and custom all-reduce buffers. No V1 log in reach prints it;
+#: the V0 lines that do, measured the same way: one GPU, "non_torch_memory takes 0.16GiB"
+#: (https://github.com/vllm-project/vllm/pull/12126).
 NON_TORCH_BYTES: Final = int(0.16 * GIB)
-#: What tensor parallelism adds (NCCL and custom all-reduce buffers): the same model's
-#: non_torch_memory went from 1.79 GiB (tp 1) to 3.58 GiB (tp 2)
-#: (https://github.com/vllm-project/vllm/pull/10511).
-NON_TORCH_TP_BYTES: Final = int(1.79 * GIB)
+#: With tp > 1: "non_torch_memory=0.34GiB" printed by a tp 4 worker of vLLM 0.8.3
+#: (https://github.com/vllm-project/vllm/issues/16570; its other workers print 0.38 and 0.43).
+NON_TORCH_TP_TOTAL_BYTES: Final = int(0.34 * GIB)
 #: One captured CUDA graph: "PIECEWISE=16 (largest=16)" then "Estimated CUDA graph memory:
 #: 0.36 GiB total" (https://github.com/gpustack/runner/pull/251), 0.36 GiB ÷ 16.
 GRAPH_BYTES: Final = int(0.36 * GIB / 16)
-#: The fp32 copies of the logits the sampler makes over max_num_seqs rows (the logits cast
-#: to float32 and the probabilities / logprobs), beside the logits in the model dtype
-#: (``_dummy_sampler_run``, v1/worker/gpu_model_runner.py).
+#: The fp32 copies of the max_num_seqs × vocab logits live at the sampler's peak, beside the
+#: logits in the model dtype that ``compute_logits`` returns (``_dummy_sampler_run``,
+#: v1/worker/gpu_model_runner.py, 0.10.1: top_k vocab − 1 and top_p 0.9, so top-k/top-p
+#: sampling runs): ``Sampler.forward`` casts the logits to float32 (v1/sample/sampler.py; the
+#: temperature divides in place) and, where FlashInfer is present (the default,
+#: v1/sample/ops/topk_topp_sampler.py ``forward_cuda``), sampling takes the probabilities of
+#: them, one more fp32 copy. The PyTorch-native path (no FlashInfer) sorts the logits (fp32
+#: values and int64 indices) and holds more; the logs do not say which ran.
 SAMPLER_FP32_COPIES: Final = 2
 
 
@@ -144,13 +154,16 @@ def activation_peak(geo: Geometry, tokens: int, seqs: int, tp: int = 1) -> Compo
 
 
 def non_torch(tp: int) -> Component:
-    """CUDA context and, with tp > 1, NCCL / custom all-reduce buffers."""
-    size = NON_TORCH_BYTES + (NON_TORCH_TP_BYTES if tp > 1 else 0)
+    """The non-torch increase of the profile: kernels' modules and, with tp > 1, the NCCL and
+    custom all-reduce buffers (figures from the published V0 lines that print it)."""
+    size = NON_TORCH_TP_TOTAL_BYTES if tp > 1 else NON_TORCH_BYTES
     return Component(
         "non-torch memory",
         size,
-        {"tensor_parallel_size": tp, "base_bytes": NON_TORCH_BYTES, "tp_bytes": NON_TORCH_TP_BYTES},
-        "non_torch_increase of memory_profiling (vllm/utils); figures from published logs",
+        {"tensor_parallel_size": tp},
+        "non_torch_increase of memory_profiling (vllm/utils), from the worker's snapshot "
+        "before the distributed set-up; figures from published logs (vllm#12126 tp 1, "
+        "vllm#16570 tp 4)",
     )
 
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
+
+from mmcli.errors import InputError
 from mmcli.kv import PlanRequest, plan_run
-from mmcli.kv.releases import first_release, rules_for
+from mmcli.kv.releases import CHANGES, first_release, rules_for
 from mmcli.kv.whatif import components as c
+from mmcli.kv.whatif.gpus import default_max_num_batched_tokens, default_max_num_seqs, resolve_gpu
 
 GIB = 2**30
 
@@ -17,6 +21,17 @@ LLAMA3_8B = {
     "num_attention_heads": 32,
     "num_key_value_heads": 8,
     "num_hidden_layers": 32,
+    "torch_dtype": "bfloat16",
+}
+
+#: Qwen2-7B-Instruct as transformers printed its config (tests/kv/gpu_logs/configs/).
+QWEN2_7B = {
+    "hidden_size": 3584,
+    "intermediate_size": 18944,
+    "vocab_size": 152064,
+    "num_attention_heads": 28,
+    "num_key_value_heads": 4,
+    "num_hidden_layers": 28,
     "torch_dtype": "bfloat16",
 }
 
@@ -48,10 +63,52 @@ def test_activation_peak_near_published_log() -> None:
 
 
 def test_non_torch_grows_with_tensor_parallelism() -> None:
-    """0.16 GiB on one GPU (https://github.com/vllm-project/vllm/pull/12126); 3.58 − 1.79 GiB
-    more with tp 2 (https://github.com/vllm-project/vllm/pull/10511)."""
+    """memory_profiling (vLLM 0.10.1 vllm/utils/__init__.py): non_torch_increase is taken from
+    the worker's snapshot before init_worker_distributed_environment (v1/worker/gpu_worker.py
+    init_device), so NCCL and custom all-reduce buffers count with tp > 1. Published figures of
+    that measurement: "non_torch_memory takes 0.16GiB" on one H100
+    (https://github.com/vllm-project/vllm/pull/12126); "non_torch_memory=0.34GiB" on a tp 4
+    worker of 0.8.3 (https://github.com/vllm-project/vllm/issues/16570)."""
     assert c.non_torch(1).bytes == int(0.16 * GIB)
-    assert c.non_torch(2).bytes == int(0.16 * GIB) + int(1.79 * GIB)
+    assert c.non_torch(2).bytes == c.non_torch(4).bytes == int(0.34 * GIB)
+
+
+def test_sampler_peak_by_hand() -> None:
+    """_dummy_sampler_run (vLLM 0.10.1 v1/worker/gpu_model_runner.py) over max_num_seqs rows:
+    the model-dtype logits (2 bytes), their float32 cast (Sampler.forward, v1/sample/sampler.py)
+    and FlashInfer's probabilities (4 bytes each), beside the forward's hidden states.
+    Qwen2-7B-Instruct (vocab 152,064, hidden 3,584), 256 rows, 2,048 tokens: 256 × 152,064 ×
+    10 + 2,048 × 3,584 × 2 = 389,283,840 + 14,680,064 = 403,963,904 bytes, above the forward's
+    2,048 × (2·3,584 + 36·128 + 3·18,944) × 2 = 281,018,368."""
+    geo = c.geometry(QWEN2_7B)
+    assert geo is not None
+    peak = c.activation_peak(geo, 2048, 256)
+    assert peak.inputs["sampler_bytes"] == 403_963_904
+    assert peak.inputs["forward_bytes"] == 281_018_368
+    assert peak.bytes == 403_963_904
+
+
+def test_batch_defaults_by_gpu_name() -> None:
+    """vLLM 0.10.1 engine/arg_utils.py _set_default_args_v1: a device of at least 70 GiB that
+    is not an A100 gets max_num_batched_tokens 8192 (serve) / 16384 (LLM class) and
+    max_num_seqs 1024; others (any A100) 2048 / 8192 and 256. The name decides: an A100-80GB
+    named keeps the small defaults, the same size given as bytes does not."""
+    a100 = resolve_gpu("A100-80GB")
+    assert default_max_num_seqs(a100) == 256
+    assert default_max_num_batched_tokens(a100) == 2048
+    assert default_max_num_batched_tokens(a100, entry="llm") == 8192
+    assert default_max_num_seqs(a100.total_bytes) == 1024
+    assert default_max_num_batched_tokens(resolve_gpu("H100"), entry="llm") == 16384
+
+
+def test_a_release_before_the_mirrored_rows_is_refused() -> None:
+    """The estimate mirrors V1 from the oldest release row; 0.9.2 is refused, naming it."""
+    request = PlanRequest(
+        "samples/kv/qwen3-14b-like.json", gpu="H100", weights="16GiB", vllm_version="0.9.2"
+    )
+    with pytest.raises(InputError, match=r"--vllm-version 0\.9\.2") as info:
+        plan_run(request)
+    assert CHANGES[0][0] in info.value.message and info.value.hint
 
 
 def test_capture_sizes() -> None:
@@ -63,7 +120,11 @@ def test_capture_sizes() -> None:
 
 def test_graph_term_by_release_and_eager() -> None:
     """VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS (envs.py): absent in 0.17, default "0" in
-    0.18/0.19, "1" from 0.20; --enforce-eager captures no graph (cudagraph_mode NONE)."""
+    0.18/0.19, "1" from 0.20; --enforce-eager captures no graph (cudagraph_mode NONE).
+    Without the estimate the graphs are captured after the KV cache is sized and allocated
+    (vLLM 0.10.1 v1/engine/core.py: determine_available_memory, then initialize_from_config,
+    then compile_or_warm_up_model, which calls capture_model in v1/worker/gpu_worker.py), so
+    they take nothing off "Available KV cache memory"."""
     assert not rules_for("0.19").cudagraph_estimate_subtracted
     assert rules_for("0.20").cudagraph_estimate_subtracted
     assert first_release("cudagraph_estimate_subtracted", True) == "0.20"

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from mmcli.errors import InputError
 from mmcli.kv import PlanRequest, plan_run
 from mmcli.kv.whatif.gpus import resolve_gpu
 
@@ -110,7 +111,19 @@ def test_each_excerpt_agrees_with_its_entry(case: dict[str, Any]) -> None:
         assert case.get("skip_reason"), "a case without a config says why it is not planned"
 
 
+def _release(case: dict[str, Any]) -> str:
+    """The release the log prints, as --vllm-version takes it (0.10.1.1 → 0.10.1)."""
+    return ".".join(case["release"].split(".")[:3])
+
+
 def _request(case: dict[str, Any]) -> PlanRequest:
+    """The case as the user would plan it: the GPU by name where the entry takes its total from
+    the GPU table (vLLM's batch defaults depend on the device's name: engine/arg_utils.py,
+    0.10.1, no larger defaults on an A100), the release the log prints. "Model loading took"
+    is one rank's share (v1/worker/gpu_model_runner.py ``load_model`` logs the worker's own
+    ``model_memory_usage``), and --weights is the whole model's, which the estimate divides by
+    tp · pp: the share times the ranks (an even split)."""
+    ranks = (case["tp"] or 1) * (case["pp"] or 1)
     settings = {
         key: case[key]
         for key in ("max_model_len", "max_num_seqs", "max_num_batched_tokens")
@@ -118,11 +131,12 @@ def _request(case: dict[str, Any]) -> PlanRequest:
     }
     return PlanRequest(
         HERE / "configs" / case["config"],
-        gpu=f"{case['total_gib']}GiB",
-        weights=f"{case['weights_gib']}GiB",
+        gpu=case.get("total_from") or f"{case['total_gib']}GiB",
+        weights=f"{case['weights_gib'] * ranks}GiB",
         gpu_memory_utilization=case["gpu_memory_utilization"],
         tensor_parallel_size=case["tp"] or 1,
         pipeline_parallel_size=case["pp"] or 1,
+        vllm_version=_release(case),
         **settings,
     )
 
@@ -146,8 +160,24 @@ def test_the_estimate_is_planned_for_every_case_that_has_a_config() -> None:
     assert errors, "at least one case is planned"
 
 
-@pytest.mark.xfail(strict=True, reason="the flat 2 GiB reserve; the named components replace it")
+def test_a_release_before_the_mirrored_ones_is_refused_naming_it() -> None:
+    """vllm#16570 prints vLLM 0.8.3 (the V0 engine): the --gpu estimate refuses it, naming the
+    release; the V0 cases say so in their skip_reason."""
+    case = next(c for c in CASES if c["id"] == "v0-16570-a100-40g")
+    request = PlanRequest(
+        HERE / "configs" / "Qwen--Qwen2-7B-Instruct.printed.json",
+        gpu=f"{case['total_gib']}GiB",
+        weights=f"{case['weights_gib']}GiB",
+        vllm_version=case["release"],
+    )
+    with pytest.raises(InputError, match=r"--vllm-version 0\.8\.3: .*V0 engine"):
+        plan_run(request)
+    for v0 in (c for c in CASES if c["engine"] == "V0"):
+        assert v0["skip_reason"], v0["id"]
+
+
 def test_the_estimate_meets_the_thresholds_of_the_issue() -> None:
+    """Within ±5 % on at least 80 % of the planned cases and within ±10 % on all."""
     errors = estimate_errors()
     print(f"\n{'case':<24}estimate GiB  logged GiB  error")
     for name, (got, logged, err) in errors.items():
