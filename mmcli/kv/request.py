@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from mmcli.errors import InputError
+from mmcli.kv.release_range import refuse_unmirrored_release
 from mmcli.kv.side_by_side import EngineArgs, refuse_vllm_only
 from mmcli.text import quoted
 
@@ -133,6 +134,7 @@ class PlanRequest:
         mtp, tokens, drafts = speculative_options(
             text, self.mtp, self.num_speculative_tokens, self.num_draft_layers
         )
+        refuse_unmirrored_release(self.vllm_version)
         length: int | str | None = self.max_model_len
         if isinstance(length, str) or length == -1:
             length = parse_max_model_len(str(length), self.vllm_version)

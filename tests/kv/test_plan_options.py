@@ -64,8 +64,12 @@ def test_newer_release_is_planned_with_the_newest_rules_and_says_so() -> None:
     assert [f["code"] for f in doc["findings"]] == ["newer-release"]
 
 
-def test_older_release_takes_the_oldest_rules() -> None:
-    assert run(str(TOY), "--vllm-version", "0.8.4")["vllm_rules"]["mirrored"] == "0.10"
+def test_an_older_release_is_refused_by_name() -> None:
+    """vLLM before 0.10 (V0, the default engine before 0.8, or V1 before the oldest row)
+    sized its KV cache with other code: refused, naming the release, not planned as 0.10."""
+    result = CliRunner().invoke(app, ["kv-share", "plan", str(TOY), "--vllm-version", "0.8.4"])
+    assert result.exit_code == 2
+    assert "--vllm-version 0.8.4: mmcli mirrors vLLM's V1 engine from 0.10 on" in result.stderr
 
 
 def test_without_max_model_len_the_map_and_bytes_per_token_still_plan(tmp_path: Path) -> None:

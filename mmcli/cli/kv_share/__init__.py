@@ -214,7 +214,7 @@ def plan(
         typer.Option(
             "--vllm-version",
             help=f"Plan with the rules of this vLLM release ({mirrored_range()}; default: the "
-            "newest mirrored). Older releases take the oldest rules mirrored.",
+            "newest mirrored). Older releases are refused: their KV sizing is not mirrored.",
             rich_help_panel=ENGINE,
         ),
     ] = None,

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from mmcli.errors import InputError
 from mmcli.kv.inputs.model_source import ModelSource
 from mmcli.kv.inputs.weights import WeightsFigure, weights_figure
+from mmcli.kv.release_range import refuse_unmirrored_release
 from mmcli.kv.releases import rules_for
 from mmcli.kv.whatif.gpus import Estimate
 
@@ -53,7 +54,7 @@ def gpu_budget(
     figure = weights_figure(weights, source, revision)
     if engine in ("sglang", "trtllm"):
         return None, figure
-    refuse_v0(vllm_version)
+    refuse_unmirrored_release(vllm_version)
     rules = rules_for(vllm_version)
     share = rules.default_gpu_memory_utilization if utilization is None else utilization
     args = (share, reserve, tensor_parallel_size, pipeline_parallel_size)
@@ -77,22 +78,6 @@ def gpu_budget(
             transient=transient,
         )
     return est, figure
-
-
-def refuse_v0(vllm_version: str | None) -> None:
-    """A release older than the oldest mirrored row (the V0 engine, or V1 before it) is
-    refused, naming the release: its memory profile is not mirrored."""
-    from mmcli.kv.releases import CHANGES, parse_release
-
-    oldest = CHANGES[0][0]
-    if vllm_version is not None and parse_release(vllm_version)[:2] < parse_release(oldest)[:2]:
-        raise InputError(
-            f"--vllm-version {vllm_version}: the --gpu estimate mirrors vLLM's V1 engine from "
-            f"{oldest} on; the profile of {vllm_version} (the V0 engine, or V1 before {oldest}) "
-            "is not modelled",
-            hint="plan with --memory (the KV cache size the engine's log prints), or name a "
-            f"release from {oldest} on",
-        )
 
 
 @dataclass(frozen=True)

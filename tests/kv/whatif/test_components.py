@@ -103,11 +103,12 @@ def test_batch_defaults_by_gpu_name() -> None:
 
 def test_a_release_before_the_mirrored_rows_is_refused() -> None:
     """The estimate mirrors V1 from the oldest release row; 0.9.2 is refused, naming it."""
-    request = PlanRequest(
-        "samples/kv/qwen3-14b-like.json", gpu="H100", weights="16GiB", vllm_version="0.9.2"
-    )
     with pytest.raises(InputError, match=r"--vllm-version 0\.9\.2") as info:
-        plan_run(request)
+        plan_run(
+            PlanRequest(
+                "samples/kv/qwen3-14b-like.json", gpu="H100", weights="16GiB", vllm_version="0.9.2"
+            )
+        )
     assert CHANGES[0][0] in info.value.message and info.value.hint
 
 

@@ -164,14 +164,15 @@ def test_a_release_before_the_mirrored_ones_is_refused_naming_it() -> None:
     """vllm#16570 prints vLLM 0.8.3 (the V0 engine): the --gpu estimate refuses it, naming the
     release; the V0 cases say so in their skip_reason."""
     case = next(c for c in CASES if c["id"] == "v0-16570-a100-40g")
-    request = PlanRequest(
-        HERE / "configs" / "Qwen--Qwen2-7B-Instruct.printed.json",
-        gpu=f"{case['total_gib']}GiB",
-        weights=f"{case['weights_gib']}GiB",
-        vllm_version=case["release"],
-    )
     with pytest.raises(InputError, match=r"--vllm-version 0\.8\.3: .*V0 engine"):
-        plan_run(request)
+        plan_run(
+            PlanRequest(
+                HERE / "configs" / "Qwen--Qwen2-7B-Instruct.printed.json",
+                gpu=f"{case['total_gib']}GiB",
+                weights=f"{case['weights_gib']}GiB",
+                vllm_version=case["release"],
+            )
+        )
     for v0 in (c for c in CASES if c["engine"] == "V0"):
         assert v0["skip_reason"], v0["id"]
 
