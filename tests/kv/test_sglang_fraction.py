@@ -1,4 +1,4 @@
-"""SGLang 0.5.10 – 0.5.12: the default ``mem_fraction_static`` with the piecewise graphs' reserve.
+"""SGLang 0.5.10 – 0.5.13: the default ``mem_fraction_static`` with the piecewise graphs' reserve.
 
 sglang 0.5.10 srt/server_args.py ``_handle_gpu_memory_settings`` (:1141; the same function at
 0.5.11 :1294 and 0.5.12 :1401): the tier's chunked_prefill_size and cuda_graph_max_bs (:1165 –
@@ -10,6 +10,13 @@ step 32, 576..1024 step 64, 1280..4096 step 256, 4608.. step 512); then (:1281)
 len(tokens), or 1.5 × 1024 with MLA; nothing with disable_piecewise_cuda_graph)``, at least
 10 GiB above 60 GiB (:1314), ``round((gpu − reserved) / gpu, 3)``. GPUs in MiB as nvidia-smi
 shows them: H100 81,559 MiB, a 24 GB card 24,564 MiB.
+
+0.5.13 (the same function at :1444; tiers :1468 – :1526, reserve :1594 – :1625, the
+fraction :1635) adds one step (:1579): the piecewise graphs' max tokens are clamped to
+``self.context_length``, the --context-length argument, None unless given (:384; server_args
+never assigns it): mmcli's --max-model-len; the model's own context length lives in
+ModelConfig and does not enter. Its adjust_mem_fraction_for_vlm (:7774) is 0.5.12's
+(:7595) line for line.
 """
 
 from __future__ import annotations
@@ -31,7 +38,15 @@ QWEN3_235B = CONFIGS / "Qwen--Qwen3-235B-A22B-FP8.json"
 MiB = 2**20
 H100 = 81_559 * MiB
 CARD_24GB = 24_564 * MiB
-RELEASES = ("0.5.10", "0.5.10.post1", "0.5.11", "0.5.12", "0.5.12.post1")
+RELEASES = (
+    "0.5.10",
+    "0.5.10.post1",
+    "0.5.11",
+    "0.5.12",
+    "0.5.12.post1",
+    "0.5.13",
+    "0.5.13.post1",
+)
 
 
 def fraction(release: str, gpu: int, tp: int, doc: dict[str, Any] | None = None, **graphs: Any):  # type: ignore[no-untyped-def]
@@ -64,10 +79,30 @@ def test_default_fraction_reserves_the_piecewise_graphs(
     assert (result.value, result.cuda_graph_max_bs) == (expected, bs)
 
 
-def test_mla_reserves_1_5_gib_for_the_piecewise_graphs() -> None:
-    # 0.5.10 server_args.py:1311: an MLA backend adds 1.5 × 1024 MiB whatever the token counts:
-    # H100 tp 1: 512 + 12,288 + 512 + 128 + 1,536 = 14,976; 66,583 / 81,559 = 0.8164.
-    assert fraction("0.5.10", H100, 1, mla=True).value == 0.816
+@pytest.mark.parametrize("release", ["0.5.10", "0.5.13"])
+def test_mla_reserves_1_5_gib_for_the_piecewise_graphs(release: str) -> None:
+    # 0.5.10 server_args.py:1311 (0.5.13 :1622): an MLA backend adds 1.5 × 1024 MiB whatever
+    # the token counts: H100 tp 1: 512 + 12,288 + 512 + 128 + 1,536 = 14,976; 66,583 / 81,559
+    # = 0.8164. tp 4: 512 + 12,288 + 1,024 + 512 + 1,536 = 15,872; 65,687 / 81,559 = 0.8054.
+    # 24 GB tp 1: 512 + 3,072 + 48 + 128 + 1,536 = 5,296; 19,268 / 24,564 = 0.7844; tp 4:
+    # 512 + 3,072 + 160 + 512 + 1,536 = 5,792; 18,772 / 24,564 = 0.7642.
+    assert fraction(release, H100, 1, mla=True).value == 0.816
+    assert fraction(release, H100, 4, mla=True).value == 0.805
+    assert fraction(release, CARD_24GB, 1, mla=True).value == 0.784
+    assert fraction(release, CARD_24GB, 4, mla=True).value == 0.764
+
+
+def test_multimodal_0_5_13_reserves_no_piecewise_graphs_and_scales() -> None:
+    # 0.5.13 server_args.py:1375: a multimodal model turns the piecewise graphs off, so the
+    # reserve is 0.5.9's: H100 tp 1: 512 + 12,288 + 512 + 128 = 13,440 MiB → round(68,119 /
+    # 81,559, 3) = 0.835; then adjust_mem_fraction_for_vlm (:7774) with a ViT of 24 layers ×
+    # 1024 (ratio 1): × 0.95 = 0.79325.
+    doc = {"vision_config": {"num_hidden_layers": 24, "hidden_size": 1024}}
+    rules = sglang_rules("0.5.13")
+    result = default_fraction(
+        rules, H100, tp=1, multimodal=True, doc=doc, graphs=PrefillGraphs(multimodal=True)
+    )
+    assert result.value == pytest.approx(0.835 * 0.95)
 
 
 def test_piecewise_disabled_architecture_reserves_none() -> None:
@@ -107,18 +142,38 @@ def test_plan_from_gpu_uses_the_default_fraction() -> None:
 def test_moe_on_a_160_gib_gpu_is_refused() -> None:
     # 0.5.10 server_args.py:2727: with a flashinfer_trtllm / flashinfer_mxfp4 MoE runner (picked
     # on SM100 GPUs, :1650 – :2665) the piecewise graphs are off: not mirrored.
-    with pytest.raises(InputError, match="mixture-of-experts"):
+    with pytest.raises(InputError, match="0.5.10: the default mem_fraction_static of a mixture"):
         fraction("0.5.10", 180 * 1024 * MiB, 1, {"num_experts": 128})
+
+
+def test_moe_on_a_160_gib_gpu_is_planned_from_0_5_13() -> None:
+    # 0.5.13 removed that rule (0.5.12 server_args.py:3172 – :3185; no MoE runner check among
+    # 0.5.13's disable_piecewise_cuda_graph settings, :1340 – :1411). A 180 GiB GPU (184,320
+    # MiB; chunk 16,384 and bs 512, :1522 – :1526): token counts 8 + 14 + 8 + 8 + 12 up to
+    # 4096 and 24 from 4608 to 16,384 step 512 (:1708) = 74, 8 MiB each: 512 + 24,576 +
+    # 1,024 + 128 + 592 = 26,832 MiB; round((184,320 − 26,832) / 184,320, 3) = 0.854.
+    gpu = 180 * 1024 * MiB
+    result = fraction("0.5.13", gpu, 1, {"num_experts": 128})
+    assert (result.value, result.chunked_prefill_size) == (0.854, 16384)
 
 
 def test_version_help_is_formatted_from_the_rows() -> None:
     # The --sglang-version help names the oldest and newest rows, the default, the first row
-    # whose default fraction is not mirrored (0.5.13: see above) and the newest with sliding
+    # whose default fraction is not mirrored (0.5.14: cuda_graph_config) and the newest with sliding
     # layers mirrored (0.5.4; 0.5.5's hybrid SWA pool is not).
     text = sglang_version_help()
     assert f"{RELEASES_READ[0].release} to {RELEASES_READ[-1].release}" in text
     assert f"default {DEFAULT_RELEASE};" in text
     first_unread = next(r.release for r in RELEASES_READ if r.fraction_rule == "unread")
     assert f"; {first_unread} on with --gpu needs --mem-fraction-static" in text
-    assert first_unread == "0.5.13"
+    assert first_unread == "0.5.14"
     assert "hybrid SWA / GDN models: 0.5.4 or older" in text
+
+
+def test_0_5_13_clamps_the_piecewise_graphs_to_an_explicit_context_length() -> None:
+    # 0.5.13 server_args.py:1579: min(max tokens, context_length) when --context-length (mmcli's
+    # --max-model-len) is given: 2048 → 42 counts, 336 MiB: H100 tp 1: 13,776 MiB; 67,783 /
+    # 81,559 = 0.8311. 0.5.12 has no such step: 58 counts, 0.830.
+    assert fraction("0.5.13", H100, 1, context_length=2048).value == 0.831
+    assert fraction("0.5.12", H100, 1, context_length=2048).value == 0.830
+    assert fraction("0.5.13", H100, 1).value == 0.830

@@ -66,8 +66,11 @@ def test_mla_cell_is_the_latent_per_layer(release: str) -> None:
 
 
 def test_default_release_is_the_newest_mirrored() -> None:
-    assert DEFAULT_RELEASE == "0.5.9"
-    assert plan(QWEN3_235B, tp=4, memory_bytes=GiB).release == "0.5.9"
+    # 0.5.13 is the newest row whose default fraction is mirrored (test_sglang_fraction.py);
+    # 0.5.14 on are planned with --memory or --mem-fraction-static only.
+    assert DEFAULT_RELEASE == "0.5.13"
+    assert sglang_rules("0.5.14").fraction_rule == "unread"
+    assert plan(QWEN3_235B, tp=4, memory_bytes=GiB).release == "0.5.13"
 
 
 @pytest.mark.parametrize(
@@ -145,14 +148,13 @@ def test_0_5_10_sizes_requests_from_the_capped_capacity(release: str) -> None:
     assert plan(QWEN3_235B, release="0.5.9", **options).value("max_running_requests") == 5000
 
 
-def test_0_5_13_default_fraction_is_refused() -> None:
-    # 0.5.13 srt/server_args.py:1579 (_handle_gpu_memory_settings) clamps the piecewise graphs
-    # to an explicit context_length before their reserve enters the default fraction: not
-    # mirrored.
+def test_0_5_14_default_fraction_is_refused() -> None:
+    # 0.5.14 srt/server_args.py _handle_gpu_memory_settings (:3122) reads the graph sizes from
+    # cuda_graph_config, whose prefill backend has its own rules (:2997): not mirrored.
     gpu = {"gpu_bytes": 80 * GiB, "gpu_name": "H100", "weights_bytes": 16 * GiB}
-    with pytest.raises(InputError, match="0.5.13: its default mem_fraction_static"):
-        plan(QWEN3_235B, release="0.5.13", tp=4, **gpu)
-    given = plan(QWEN3_235B, release="0.5.13", tp=4, mem_fraction_static=0.85, **gpu)
+    with pytest.raises(InputError, match="0.5.14: its default mem_fraction_static"):
+        plan(QWEN3_235B, release="0.5.14", tp=4, **gpu)
+    given = plan(QWEN3_235B, release="0.5.14", tp=4, mem_fraction_static=0.85, **gpu)
     assert given.figures["budget_bytes"].estimate is not None
 
 
@@ -165,3 +167,11 @@ def test_kv_cache_quant_algo_is_still_refused(release: str, tmp_path: Path) -> N
     path = write(tmp_path, {**doc, "quantization_config": quant})
     with pytest.raises(InputError, match="kv_cache_quant_algo"):
         plan(path, release=release, tp=4, memory_bytes=GiB)
+
+
+def test_docs_state_the_default_release() -> None:
+    # docs/kv-share-engines.md names the default twice by hand: the SGLang section and the
+    # options table; both follow DEFAULT_RELEASE.
+    text = (Path(__file__).parents[2] / "docs" / "kv-share-engines.md").read_text()
+    assert f"default **{DEFAULT_RELEASE}**" in text
+    assert f"the `.postN` read; default {DEFAULT_RELEASE}) |" in text

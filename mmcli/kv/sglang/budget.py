@@ -81,6 +81,8 @@ class PrefillGraphs:
     max_total_tokens: int | None = None
     #: The model's name (SGLang caps the graphs at 4096 tokens when its path names Llama-2).
     model_path: str = ""
+    #: --max-model-len, SGLang's --context-length (None: not given).
+    context_length: int | None = None
 
 
 #: Architectures SGLang captures no piecewise graphs for (0.5.10 configs/model_config.py
@@ -105,7 +107,7 @@ def _capture_sizes(max_tokens: int) -> int:
 
 
 def _prefill_graph_reserve(
-    graphs: PrefillGraphs, chunk: int, gpu_mib: float, doc: dict[str, Any]
+    rules: SglangRules, graphs: PrefillGraphs, chunk: int, gpu_mib: float, doc: dict[str, Any]
 ) -> tuple[float, str]:
     """MiB reserved for piecewise CUDA graphs, and a phrase saying how (0 when they are off)."""
     archs = doc.get("architectures")
@@ -114,11 +116,12 @@ def _prefill_graph_reserve(
     text = text if isinstance(text, dict) else doc
     if graphs.multimodal or any(a in _NO_PIECEWISE for a in archs) or "index_topk" in text:
         return 0.0, ", no piecewise graphs for this model"
-    if gpu_mib >= 160 * 1024 and any(k in text for k in _MOE_KEYS):
+    moe = any(k in text for k in _MOE_KEYS)
+    if rules.moe_runner_disables_prefill_graphs and gpu_mib >= 160 * 1024 and moe:
         raise InputError(
-            "SGLang: the default mem_fraction_static of a mixture-of-experts model on a GPU of "
-            "160 GiB or more is not mirrored (on SM100 GPUs the MoE runner picked at start-up "
-            "can turn the piecewise CUDA graphs, and their reserve, off)",
+            f"SGLang {rules.release}: the default mem_fraction_static of a mixture-of-experts "
+            "model on a GPU of 160 GiB or more is not mirrored (on SM100 GPUs the MoE runner "
+            "picked at start-up can turn the piecewise CUDA graphs, and their reserve, off)",
             hint="pass --mem-fraction-static (the server_args line of the log names it)",
         )
     if graphs.mla:
@@ -132,6 +135,8 @@ def _prefill_graph_reserve(
     tokens = chunk if graphs.max_total_tokens is None else min(chunk, graphs.max_total_tokens)
     if "llama-2" in graphs.model_path.lower():
         tokens = min(tokens, 4096)
+    if rules.prefill_graphs_clamped_to_context and graphs.context_length is not None:
+        tokens = min(tokens, graphs.context_length)
     sizes = _capture_sizes(tokens)
     return sizes * 8.0, f", piecewise graphs at {sizes} sizes up to {tokens:,} tokens"
 
@@ -185,7 +190,7 @@ def default_fraction(
     reserved = 512 + max(chunk, 2048) * 1.5 + graph_bs * 2 + tp / 8 * 1024
     prefill = ""
     if rules.fraction_rule == "reserve-pcg":
-        extra, prefill = _prefill_graph_reserve(graphs or PrefillGraphs(), chunk, gpu, doc)
+        extra, prefill = _prefill_graph_reserve(rules, graphs or PrefillGraphs(), chunk, gpu, doc)
         reserved += extra
     if gpu > 60 * 1024:
         reserved = max(reserved, 10 * 1024)

@@ -177,6 +177,7 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
         multimodal=isinstance(doc.get("vision_config"), dict),
         max_total_tokens=options.max_total_tokens,
         model_path=config.name,
+        context_length=options.max_model_len,
     )
     rest, budget, source, fraction = _budget(options, rules, doc, graphs)
     estimate = budget.estimate

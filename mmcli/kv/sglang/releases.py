@@ -15,9 +15,9 @@ from typing import Literal
 from mmcli.errors import InputError
 
 #: How a release picks ``mem_fraction_static`` when it is not given.
-#: "unread": the default was not mirrored (0.5.13 on), so a
+#: "unread": the default was not mirrored (0.5.14 on), so a
 #: budget from --gpu needs --mem-fraction-static.
-#: "reserve-pcg" (0.5.10 – 0.5.12): "reserve-formula" plus the piecewise (prefill) CUDA graphs'
+#: "reserve-pcg" (0.5.10 – 0.5.13): "reserve-formula" plus the piecewise (prefill) CUDA graphs'
 #: reserve: 8 MiB per captured token count, or 1.5 GiB for an MLA model, none where they are off.
 FractionRule = Literal[
     "tp-table", "tp-table-b200", "reserve-by-gpu", "reserve-formula", "reserve-pcg", "unread"
@@ -71,6 +71,13 @@ class SglangRules:
     #: Whether the "KV Cache is allocated." line names the pool's dtype (0.5.13
     #: mem_cache/memory_pool.py:819 "KV Cache is allocated. dtype: …, #tokens: …").
     kv_line_names_dtype: bool = False
+    #: Whether the MoE runner picked at start-up (flashinfer_trtllm / flashinfer_mxfp4 on SM100)
+    #: turns the piecewise graphs off (0.5.10 – 0.5.12 ``_handle_moe_kernel_config``; removed in
+    #: 0.5.13): a MoE model's default fraction on a GPU of 160 GiB or more is refused there.
+    moe_runner_disables_prefill_graphs: bool = False
+    #: Whether an explicit --context-length (mmcli's --max-model-len) caps the piecewise
+    #: graphs' token counts (0.5.13 server_args.py:1579).
+    prefill_graphs_clamped_to_context: bool = False
 
 
 _GEMMA_OFF = (
@@ -123,13 +130,14 @@ _PROFILED = replace(
     small_gpu_graph_bs=24,
     sliding_mirrored=False,
 )
-#: server_args.py ``_handle_gpu_memory_settings`` is the same in 0.5.10 – 0.5.12; 0.5.13 clamps
-#: the piecewise graphs to an explicit --context-length (not mirrored yet).
-_PCG_ROWS: tuple[tuple[str, FractionRule], ...] = (
-    ("0.5.10", "reserve-pcg"),
-    ("0.5.11", "reserve-pcg"),
-    ("0.5.12", "reserve-pcg"),
-    ("0.5.13", "unread"),
+#: server_args.py ``_handle_gpu_memory_settings`` is the same in 0.5.10 – 0.5.12; 0.5.13 also
+#: clamps the piecewise graphs to --context-length, which is None unless given (a plan never
+#: gives it), and no longer lets the MoE runner turn the piecewise graphs off.
+_PCG_ROWS: tuple[tuple[str, bool], ...] = (
+    ("0.5.10", True),
+    ("0.5.11", True),
+    ("0.5.12", True),
+    ("0.5.13", False),
 )
 RELEASES = (
     *RELEASES,
@@ -144,23 +152,28 @@ RELEASES = (
         replace(
             _PROFILED,
             release=name,
-            fraction_rule=fraction,
+            fraction_rule="reserve-pcg",
+            moe_runner_disables_prefill_graphs=moe_off,
+            prefill_graphs_clamped_to_context=not moe_off,
             v_head_dim_in_cell=True,
             requests_from_capacity=True,
         )
         #: 0.5.11 – 0.5.13 move the sizing into DefaultPoolConfigurator
         #: (model_executor/pool_configurator.py: ``available_bytes // cell_size``, floored to
         #: the page, capped and floored again) with the same budget and request pool.
-        for name, fraction in _PCG_ROWS
+        for name, moe_off in _PCG_ROWS
     ),
 )
 #: 0.5.14 on: the same cell, budget and page floor, but a --max-running-requests is capped at
 #: capacity // 2 (not at the request pool's estimate) and a budget the weights leave
 #: non-positive stops with its own error (model_executor/model_runner_kv_cache_mixin.py; from
 #: 0.5.16 mem_cache/kv_cache_configurator.py KVCacheConfigurator, the same formulas, its
-#: post-capture resize off by default: SGLANG_ENABLE_POST_CAPTURE_KV_SIZING False).
+#: post-capture resize off by default: SGLANG_ENABLE_POST_CAPTURE_KV_SIZING False). Their
+#: default fraction (cuda_graph_config from 0.5.14; arg_groups/memory_hook.py from 0.5.19) is
+#: not mirrored.
 _CONFIGURATOR = replace(
     RELEASES[-1],
+    fraction_rule="unread",
     user_requests_capped_by_capacity=True,
     weights_overflow_error=True,
 )
@@ -180,8 +193,9 @@ _DTYPE_LINE_FROM = [r.release for r in RELEASES].index("0.5.13")
 RELEASES = tuple(
     replace(r, kv_line_names_dtype=i >= _DTYPE_LINE_FROM) for i, r in enumerate(RELEASES)
 )
-#: The newest release mirrored on both budget paths (0.5.10's default fraction is not).
-DEFAULT_RELEASE = "0.5.9"
+#: The newest release mirrored on both budget paths (--memory, and --gpu with its default
+#: fraction): the last row whose fraction_rule is not "unread".
+DEFAULT_RELEASE = next(r.release for r in reversed(RELEASES) if r.fraction_rule != "unread")
 _BY_NAME = {r.release: r for r in RELEASES}
 #: Short spellings of a read release (``0.4.6`` is the 0.4.6.post5 wheel that was read), and
 #: post releases read and found to size the pool as their base release does.
