@@ -39,10 +39,25 @@ GPUS: Final[tuple[GPU, ...]] = (
     GPU("H100-NVL", "94 GB HBM3", _gib(93.00), _OOM.format("93.00"), ("H100NVL", "H100-94GB")),
     GPU("H200", "141 GB HBM3e", _gib(139.80), _OOM.format("139.80"), ("H200-141GB", "H200-SXM")),
     GPU("A100-80GB", "80 GB HBM2e", _gib(79.25), _OOM.format("79.25"), ("A100-80G", "A100")),
-    GPU("A100-40GB", "40 GB HBM2", _gib(39.39), "typical torch reading", ("A100-40G",)),
+    GPU(
+        "A100-40GB",
+        "40 GB HBM2",
+        _gib(39.39),
+        "TensorRT-LLM's 'total: 39.39 GiB' (cudaMemGetInfo) on a 40 GB A100, "
+        "https://github.com/NVIDIA/TensorRT-LLM/issues/2268",
+        ("A100-40G",),
+    ),
     GPU("L40S", "48 GB GDDR6", _gib(44.40), _OOM.format("44.40") + " (L40)", ("L40",)),
     GPU("L4", "24 GB GDDR6", _gib(22.03), _OOM.format("22.03"), ()),
-    GPU("A10G", "24 GB GDDR6", _gib(21.99), _OOM.format("21.99") + " (A10)", ("A10",)),
+    GPU("A10G", "24 GB GDDR6", _gib(21.99), _OOM.format("21.99") + " (A10)", ()),
+    GPU(
+        "A10",
+        "24 GB GDDR6",
+        _gib(22.18),
+        _OOM.format("22.18") + " on an A10 under vllm serve, "
+        "https://github.com/OpenBMB/MiniCPM-V/issues/640",
+        ("A10-24GB",),
+    ),
     GPU(
         "RTX3090",
         "24 GB GDDR6X",
@@ -50,7 +65,14 @@ GPUS: Final[tuple[GPU, ...]] = (
         "vLLM log 'total_gpu_memory=23.58GiB', https://github.com/vllm-project/vllm/issues/10517",
         ("3090", "RTX-3090"),
     ),
-    GPU("RTX4090", "24 GB GDDR6X", _gib(23.52), _OOM.format("23.52"), ("4090", "RTX-4090")),
+    GPU(
+        "RTX4090",
+        "24 GB GDDR6X",
+        _gib(23.52),
+        _OOM.format("23.52")
+        + " on a 4090 24G, https://github.com/Soul-AILab/SoulX-FlashTalk/issues/5",
+        ("4090", "RTX-4090"),
+    ),
     GPU("RTX5090", "32 GB GDDR7", _gib(31.36), _OOM.format("31.36"), ("5090", "RTX-5090")),
     GPU("B200", "180 GB HBM3e", _gib(178.35), "CUDA totalGlobalMem 178.35 GiB", ("B200-180GB",)),
     GPU(
@@ -105,9 +127,9 @@ GPUS: Final[tuple[GPU, ...]] = (
     GPU(
         "MI300X",
         "192 GB HBM3",
-        _gib(191.98),
-        "typical: torch's 'HIP out of memory ... total capacity of 191.98 GiB' as it recurs in "
-        "public MI300X notes, not linked to one report",
+        206_141_652_992,
+        "rocm-smi's 'VRAM Total Memory (B): 206141652992' (191.98 GiB, the figure torch's HIP OOM "
+        "message quotes) per MI300X, https://github.com/ROCm/legacy-rocm-build/issues/4750",
         ("Instinct-MI300X",),
     ),
     GPU(
