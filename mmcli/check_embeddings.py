@@ -7,7 +7,7 @@ import stat
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -317,6 +317,8 @@ def _run(
                 hint=f"split the dump into files of at most {MAX_ITEMS:,} items",
             )
         context = read_context(dump.header, read_tensor)
+        if hidden_size is not None:
+            context = replace(context, hidden_size_source="--hidden-size")
     diagnosis = Diagnosis(
         expected_num_items=expected,
         hidden_size=hidden,

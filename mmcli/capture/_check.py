@@ -34,6 +34,7 @@ def sequence_context(
         tp_rank=ctx.tp_rank,
         return_type=return_kind,
         engine_error=error,
+        hidden_size_source=ctx.extra.get("hidden_size_source"),
     )
 
 

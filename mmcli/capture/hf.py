@@ -141,6 +141,8 @@ class _Session:
         config = getattr(model, "config", None)
         facts = model_facts(config)
         self.tokens = facts.tokens
+        #: 0 when the config has a vision tower without deepstack (rows are hidden-wide).
+        self.no_deepstack = facts.deepstack_levels == 0
         versions = {"mmcli": __version__, "torch": torch.__version__}
         try:
             import transformers
@@ -325,11 +327,18 @@ class _Session:
             placeholder_ranges=ranges,
             placeholder_token_ids=self.context.placeholder_token_ids or tokens or None,
             modality=self.context.modality or ",".join(modalities),
-            deepstack_levels=batch.deepstack_levels or self.context.deepstack_levels,
+            deepstack_levels=self._levels(batch),
             phase="prefill" if batch.prefill else "decode",
             extra=extra,
         )
         self.capturer.record(outputs, is_embed=masks, context=ctx, error=error)
+
+    def _levels(self, batch: _Batch) -> int | None:
+        """The deepstack levels joined to this batch's rows (else the context's), or 0 when
+        the config's vision tower has none; None when unknown (a config naming levels whose
+        features did not come with the batch: its rows were not joined)."""
+        levels = batch.deepstack_levels or self.context.deepstack_levels
+        return 0 if levels is None and self.no_deepstack else levels
 
 
 def _is_t(value: Any) -> bool:

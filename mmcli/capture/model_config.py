@@ -1,5 +1,6 @@
 """What every capture path reads from the model's own config: the language model's hidden size
-(and the key it came from) and the placeholder token id of each modality.
+(and the key it came from), the placeholder token id of each modality and the number of
+deepstack levels the encoder's rows carry.
 
 Duck-typed over a transformers ``PretrainedConfig`` (what vLLM's ``model_config.hf_config``,
 SGLang's model ``config`` and a transformers model's ``config`` are); imports nothing.
@@ -26,6 +27,25 @@ class ModelFacts:
     hidden_size_source: str | None = None
     #: modality → placeholder token id (``image_token_id`` or ``image_token_index``, …).
     tokens: dict[str, int] = field(default_factory=dict)
+    #: Deepstack levels concatenated to each encoder row (Qwen3-VL): the length of
+    #: ``vision_config.deepstack_visual_indexes``; 0 for a config with a vision tower and no
+    #: such key (known: none); None when the config has no ``vision_config`` (unknown).
+    deepstack_levels: int | None = None
+
+
+def deepstack_levels_of(config: object) -> int | None:
+    """``len(vision_config.deepstack_visual_indexes)``, 0 when a ``vision_config`` has no
+    such key, None without a ``vision_config`` (vLLM 0.20.0
+    vllm/model_executor/models/qwen3_vl.py: ``deepstack_num_level`` is that length, 0 when
+    the key is absent, and the encoder's rows are ``out_hidden_size * (1 + levels)`` wide)."""
+    vision = getattr(config, "vision_config", None)
+    if vision is None:
+        return None
+    if isinstance(vision, dict):
+        indexes = vision.get("deepstack_visual_indexes")
+    else:
+        indexes = getattr(vision, "deepstack_visual_indexes", None)
+    return len(indexes) if isinstance(indexes, list | tuple) else 0
 
 
 def token_of(config: object, modality: str) -> int | None:
@@ -54,7 +74,12 @@ def model_facts(config: object) -> ModelFacts:
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             hidden, source = value, "hidden_size"
     tokens = {m: t for m in MODALITIES if (t := token_of(config, m)) is not None}
-    return ModelFacts(hidden_size=hidden, hidden_size_source=source, tokens=tokens)
+    return ModelFacts(
+        hidden_size=hidden,
+        hidden_size_source=source,
+        tokens=tokens,
+        deepstack_levels=deepstack_levels_of(config),
+    )
 
 
 def tokens_for(facts: ModelFacts, modalities: list[str]) -> list[int] | None:

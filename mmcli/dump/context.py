@@ -30,11 +30,12 @@ def read_context(header: Header, read: Reader) -> SequenceContext:
         placeholder_token_ids=token_ids(header),
         placeholder_ranges=_int_tensor(header, "placeholder_ranges", read),
         row_width=int_metadata(header, "row_width", 1),
-        deepstack_levels=int_metadata(header, "deepstack_levels", 1),
+        deepstack_levels=int_metadata(header, "deepstack_levels", 0),
         tp_size=int_metadata(header, "tp_size", 1),
         tp_rank=int_metadata(header, "tp_rank", 0),
         return_type=meta.get("encoder_return_type") or None,
         engine_error=meta.get("engine_error") or None,
+        hidden_size_source=meta.get("hidden_size_source") or None,
     )
 
 

@@ -278,9 +278,10 @@ def check_schema(header: Header) -> DumpLayout:
             raise InputError(
                 f"{_where(header)}: metadata dtype: {exc.message}", hint=exc.hint
             ) from None
-    for key in ("row_width", "deepstack_levels", "tp_size"):
+    for key in ("row_width", "tp_size"):
         int_metadata(header, key, 1)
-    int_metadata(header, "tp_rank", 0)
+    for key in ("tp_rank", "deepstack_levels"):  # deepstack_levels=0: known to have none
+        int_metadata(header, key, 0)
     return DumpLayout(
         num_items,
         stacked and not merged,

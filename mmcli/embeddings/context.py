@@ -21,7 +21,11 @@ class SequenceContext:
     ``(offset, length)``. ``row_width``: the expected row width when it is not the hidden
     size. ``return_type``: what the encoder returned instead of tensors. ``ids_dtype``: the
     prompt's integer type with its largest value, when a placeholder token id is beyond it
-    (no such id can occur in that prompt).
+    (no such id can occur in that prompt). ``deepstack_levels``: 0 when the model's config
+    says its encoder rows carry none, None when unknown. ``hidden_size_source``: where the
+    hidden size was read (a config key such as ``text_config.hidden_size``, or
+    ``--hidden-size``). ``positions_from_ids``: the placeholder positions were found in the
+    prompt's token ids (so a position outside them holds another token).
     """
 
     placeholder_positions: tuple[int, ...] | None = None
@@ -34,6 +38,8 @@ class SequenceContext:
     return_type: str | None = None
     engine_error: str | None = None
     ids_dtype: tuple[str, int] | None = None
+    hidden_size_source: str | None = None
+    positions_from_ids: bool = False
 
     @property
     def num_placeholders(self) -> int | None:
@@ -91,6 +97,7 @@ def make_context(
     tp_rank: int | None = None,
     return_type: str | None = None,
     engine_error: str | None = None,
+    hidden_size_source: str | None = None,
 ) -> SequenceContext:
     """A :class:`SequenceContext` from raw values (tensors or sequences)."""
     tokens = tuple(int(t) for t in placeholder_token_ids or ())
@@ -120,4 +127,6 @@ def make_context(
         return_type=return_type,
         engine_error=engine_error,
         ids_dtype=None if placeholder_positions_ is not None else _ids_dtype(input_ids, tokens),
+        hidden_size_source=hidden_size_source,
+        positions_from_ids=placeholder_positions_ is None and positions is not None,
     )

@@ -90,6 +90,18 @@ DEEPSTACK_HINT = (
     "deepstack_levels (or row_width) in the dump to confirm, otherwise the projector maps "
     "to the wrong width"
 )
+NO_DEEPSTACK_HINT = (
+    "the multimodal projector maps to another width than the language model's hidden size "
+    "(a projector or checkpoint of another model size, or features concatenated that the "
+    "model does not merge): make the projector's output size the language model's "
+    "hidden size"
+)
+MASK_TOKENS_HINT = (
+    "the item's placeholder range (offset) or is_embed mask does not match the prompt's "
+    "tokens: the range was computed on another tokenization (a chat template or processor "
+    "version skew, a prefix added or cut after the ranges were found), or the mask marks "
+    "separator tokens (image break / end-of-image) as embeddings"
+)
 GRID_HINT = (
     "spatial grid not flattened: reshape each item's (rows, cols, hidden) to "
     "(rows * cols, hidden) (.flatten(1, 2) on the stacked tensor) and return per-item tensors"

@@ -253,6 +253,8 @@ def test_healthy_dump_checks_clean(family: Tiny, tmp_path: Path) -> None:
         "text_config.hidden_size",
     )
     assert meta["dtype"] == "float32"
+    # a vision tower without deepstack_visual_indexes: rows carry no deepstack levels
+    assert meta["deepstack_levels"] == "0"
     assert meta["version_transformers"] == transformers.__version__
     assert dump.is_embed(1) is not None and bool(dump.is_embed(1).all())
 

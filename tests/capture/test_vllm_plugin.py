@@ -36,6 +36,14 @@ CONFIG = SimpleNamespace(
     text_config=SimpleNamespace(hidden_size=HIDDEN), image_token_index=IMAGE_TOKEN
 )
 
+#: A LLaVA-like config with its vision tower: no ``deepstack_visual_indexes`` (vLLM 0.20.0
+#: vllm/model_executor/models/qwen3_vl.py: no such key, no deepstack levels).
+LLAVA_CONFIG = SimpleNamespace(
+    text_config=SimpleNamespace(hidden_size=HIDDEN),
+    vision_config=SimpleNamespace(hidden_size=8),
+    image_token_index=IMAGE_TOKEN,
+)
+
 
 def _forget_vllm() -> None:
     for name in list(sys.modules):
@@ -77,7 +85,7 @@ class FakeModel:
     def __init__(self, fault: str | None = None) -> None:
         self.fault = fault
         self.calls = 0
-        self.config = CONFIG
+        self.config = LLAVA_CONFIG if fault == "wide" else CONFIG
 
     def embed_multimodal(self, pixel_values: torch.Tensor) -> Any:
         self.calls += 1
@@ -94,6 +102,8 @@ class FakeModel:
             return []
         if self.fault == "narrow":  # a projector one column short: the check passes
             return [o[:, :-1] for o in out]
+        if self.fault == "wide":  # a projector twice the language model's width
+            return [torch.cat([o, o], dim=-1) for o in out]
         if self.fault == "row-short":  # item 0 one row short of its mask: the check passes
             return [out[0][:-1], *out[1:]]
         return out
@@ -696,3 +706,18 @@ def test_merge_failure_without_a_config_records_the_inputs_width(
     (path,) = _dumps(dumps)
     meta = load_dump(path).metadata
     assert (meta["hidden_size"], meta["hidden_size_source"]) == (str(HIDDEN), "inputs_embeds")
+
+
+@pytest.mark.parametrize("tree", ["v0_10", "v0_29", "v0_34"])
+def test_wide_rows_are_judged_against_the_config(tree: str, fake_vllm: Callable[..., Path]) -> None:
+    """Rows twice the hidden size: the dump records the config's 0 deepstack levels, so
+    check-embeddings names the projector's width (an error), not a deepstack guess."""
+    dumps = fake_vllm(tree, mode="always")
+    _encode(tree, "wide")
+    (path, *_) = _dumps(dumps)
+    meta = load_dump(path).metadata
+    assert (meta["deepstack_levels"], meta["hidden_size"]) == ("0", str(HIDDEN))
+    report = check_file(path, device=torch.device("cpu"))
+    widths = [f for f in report.findings if f.code == "hidden-size"]
+    assert widths and "(config key text_config.hidden_size)" in widths[0].message
+    assert "deepstack-width" not in {f.code for f in report.findings}

@@ -164,3 +164,73 @@ def test_all_nan_hint_follows_the_mask(tmp_path: Path) -> None:
     assert nan.hint.startswith("2 rows are entirely NaN: the scattered placeholder form")
     fp32 = check(tmp_path, [torch.full((4, HIDDEN), float("nan"))])
     assert fp32.findings[0].hint.startswith("uninitialised memory")
+
+
+# ----------------------------------------------------- judged against the model's recorded config
+
+
+def test_double_width_with_no_deepstack_recorded_is_a_hidden_size_error(tmp_path: Path) -> None:
+    """An encoder output twice the hidden size: a deepstack guess only while the dump does not
+    say (deepstack_levels absent); with the config's 0 levels recorded, the projector's error."""
+    wide = [rows(4, 2 * HIDDEN)]
+    unknown = check(tmp_path, wide, hidden_size=HIDDEN)
+    assert codes(unknown, "warning") == {"deepstack-width"} and codes(unknown) == set()
+    known = check(
+        tmp_path,
+        wide,
+        hidden_size=HIDDEN,
+        deepstack_levels=0,
+        hidden_size_source="text_config.hidden_size",
+    )
+    assert load_dump(tmp_path / "d.safetensors").metadata["deepstack_levels"] == "0"
+    assert codes(known) == {"hidden-size"} and codes(known, "warning") == set()
+    (finding,) = known.findings
+    assert f"projector outputs {2 * HIDDEN} columns" in finding.message
+    assert f"the language model takes {HIDDEN} (config key text_config.hidden_size)" in (
+        finding.message
+    )
+    result = CliRunner().invoke(app, ["check-embeddings", str(tmp_path / "d.safetensors")])
+    assert result.exit_code == 1
+    # with levels recorded, such rows are simply right
+    levels = check(tmp_path, [rows(4, 2 * HIDDEN)], hidden_size=HIDDEN, deepstack_levels=1)
+    assert levels.findings == []
+
+
+def test_mask_position_without_a_placeholder_token(tmp_path: Path) -> None:
+    """The item's range is one position off: as many placeholder tokens as rows, but the mask
+    marks a text token and leaves a placeholder out."""
+    ids = [1, 2, *[9] * 4, 3]
+    good = check(
+        tmp_path,
+        [rows(4)],
+        is_embed=[torch.ones(4, dtype=torch.bool)],
+        input_ids=ids,
+        placeholder_token_ids=[9],
+        placeholder_ranges=[(2, 4)],
+    )
+    assert codes(good) == set()
+    shifted = check(
+        tmp_path,
+        [rows(4)],
+        is_embed=[torch.ones(4, dtype=torch.bool)],
+        input_ids=ids,
+        placeholder_token_ids=[9],
+        placeholder_ranges=[(3, 4)],
+    )
+    assert codes(shifted) == {"mask-not-placeholder"}
+    (finding,) = [f for f in shifted.findings if f.severity == "error"]
+    assert finding.item == 0 and "position(s) 6" in finding.message
+    # recorded positions instead of token ids: nothing says which token each position holds
+    positions = check(
+        tmp_path,
+        [rows(4)],
+        is_embed=[torch.ones(4, dtype=torch.bool)],
+        placeholder_positions=[2, 3, 4, 5],
+        placeholder_ranges=[(3, 4)],
+    )
+    assert "mask-not-placeholder" not in codes(positions)
+
+
+def test_item_dtype_against_the_recorded_model_dtype(tmp_path: Path) -> None:
+    report = check(tmp_path, [rows(4)], hidden_size=HIDDEN, dtype=torch.bfloat16)
+    assert codes(report, "warning") == {"dtype-mix"}

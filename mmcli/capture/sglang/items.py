@@ -227,6 +227,8 @@ def _context(step: Step, rank: int | None, width: int | None, **fields: Any) -> 
         deepstack = levels  # Qwen3-VL: the deepstack levels ride along until after the step
     elif hidden and (step.deepstack is False or not levels):
         row_width = hidden  # no deepstack here: a row twice as wide is an error, not a guess
+        if side.deepstack_levels is not None or step.deepstack is False:
+            deepstack = 0  # known: these rows carry none
     kind = modality(step.items)
     if hidden is not None and side.hidden_size_source:
         extra["hidden_size_source"] = side.hidden_size_source

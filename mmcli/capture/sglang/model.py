@@ -16,6 +16,9 @@ class ModelSide:
     hidden_size_source: str | None = None
     model: str | None = None
     levels: int = 0
+    #: From the config: ``len(vision_config.deepstack_visual_indexes)``, 0 for a vision tower
+    #: without the key, None without a ``vision_config``.
+    deepstack_levels: int | None = None
     tokens: dict[str, int] = field(default_factory=dict)  # modality → placeholder token id
     dtype: Any = None
 
@@ -33,7 +36,8 @@ def model_facts(encoder: object) -> ModelSide:
         hidden_size=facts.hidden_size,
         hidden_size_source=facts.hidden_size_source,
         model=name if isinstance(name, str) and name else None,
-        levels=len(levels) if isinstance(levels, list | tuple) else 0,
+        levels=len(levels) if isinstance(levels, list | tuple) else facts.deepstack_levels or 0,
+        deepstack_levels=facts.deepstack_levels,
         tokens=dict(facts.tokens),
         dtype=_embedding_dtype(owner),
     )

@@ -39,6 +39,9 @@ class RunnerInfo:
     hidden_size_source: str | None = None
     #: modality → placeholder token id, from the model's config.
     tokens: dict[str, int] = field(default_factory=dict)
+    #: Deepstack levels the encoder's rows carry, from the model's config (0: none; None:
+    #: unknown).
+    deepstack_levels: int | None = None
 
 
 def item_of(entry: object) -> object:
@@ -158,6 +161,7 @@ def batch_context(
         placeholder_ranges=ranges,
         expected_num_items=expected,
         hidden_size=runner.hidden_size,
+        deepstack_levels=runner.deepstack_levels,
         placeholder_token_ids=tokens_for(ModelFacts(tokens=runner.tokens), modalities),
         tp_rank=rank,
         dtype=dtype,

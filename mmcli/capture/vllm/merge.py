@@ -151,6 +151,9 @@ def _capture_merge(settings: Settings, named: dict[str, Any], error: BaseExcepti
         )
         return
     extra["embedding_source"] = "merge"
+    if state.runner.deepstack_levels:
+        # the merge takes the main rows only (Qwen3-VL splits the deepstack levels off first)
+        changes["deepstack_levels"] = None
     if isinstance(mask, torch.Tensor) and mask.dtype == torch.bool:
         changes["placeholder_positions"] = mask.detach().reshape(-1).nonzero().flatten().cpu()
     capture(

@@ -201,6 +201,7 @@ def _runner_info(runner: object, module_name: str) -> RunnerInfo:
         runner=kind,
         hidden_size_source=source,
         tokens=dict(facts.tokens),
+        deepstack_levels=facts.deepstack_levels,
     )
 
 

@@ -8,8 +8,11 @@ Each function returns findings; none keeps state.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+import torch
 
 from mmcli.embeddings import hints
 from mmcli.embeddings.context import SequenceContext
@@ -182,6 +185,51 @@ def _stray(context: SequenceContext) -> list[int]:
     return [p for p in context.placeholder_positions if not any(o <= p < o + n for o, n in ranges)]
 
 
+def judge_mask_tokens(
+    index: int, mask: torch.Tensor | None, context: SequenceContext
+) -> list[Finding]:
+    """Positions item ``index``'s mask marks as embeddings (its range's offset + the mask's
+    True indices) whose prompt token is not a placeholder token id: the embeddings would
+    overwrite text tokens. Needs the prompt's ``input_ids``, ``placeholder_token_ids``, the
+    item's range and a 1-D bool mask as long as that range."""
+    ranges = context.placeholder_ranges
+    positions = context.placeholder_positions
+    if (
+        mask is None
+        or not context.positions_from_ids
+        or positions is None
+        or not ranges
+        or index >= len(ranges)
+        or mask.ndim != 1
+        or mask.dtype != torch.bool
+        or mask.shape[0] != ranges[index][1]
+    ):
+        return []
+    offset = ranges[index][0]
+    marked = (mask.nonzero().flatten().cpu() + offset).tolist()
+    held = sorted(positions)
+    off = [p for p in marked if not _holds(held, p)]
+    if not off:
+        return []
+    ids = ", ".join(str(t) for t in context.placeholder_token_ids)
+    return [
+        Finding(
+            "mask-not-placeholder",
+            "error",
+            f"item {index}'s mask marks {len(off)} of its {len(marked)} embedding position(s) "
+            f"(range offset {offset}) where the prompt holds no placeholder token (id {ids}): "
+            f"position(s) {_positions(off)}",
+            hints.MASK_TOKENS_HINT,
+            item=index,
+        )
+    ]
+
+
+def _holds(positions: Sequence[int], p: int) -> bool:
+    i = bisect.bisect_left(positions, p)
+    return i < len(positions) and positions[i] == p
+
+
 def judge_ranges(context: SequenceContext, items: Sequence[ItemRows]) -> list[Finding]:
     """Each item's placeholder range length against its rows, for items without a mask."""
     ranges = context.placeholder_ranges
@@ -283,8 +331,11 @@ def judge_width(
                     item=indices[0] if len(indices) == 1 else None,
                 )
             )
+        elif levels == 0 and width % hidden == 0 and width > hidden and want == hidden:
+            explained.add(width)
+            findings.append(_no_deepstack(width, hidden, indices, context))
         elif (
-            not levels
+            levels is None
             and len(groups) == 1
             and context.row_width is None
             and width % hidden == 0
@@ -304,6 +355,24 @@ def judge_width(
                 )
             )
     return want, findings, explained
+
+
+def _no_deepstack(
+    width: int, hidden: int, indices: Sequence[int], context: SequenceContext
+) -> Finding:
+    """Rows a multiple of the hidden size wide, for a model recorded to have no deepstack
+    levels (``deepstack_levels=0``): the projector's width is wrong, not deepstack."""
+    key = f" (config key {context.hidden_size_source})" if context.hidden_size_source else ""
+    return Finding(
+        "hidden-size",
+        "error",
+        f"{items_text(indices)} {'has' if len(indices) == 1 else 'have'} width {width} = "
+        f"{width // hidden} × hidden size {hidden}, and the model has no deepstack levels "
+        f"(deepstack_levels=0): the encoder's projector outputs {width} columns, the "
+        f"language model takes {hidden}{key}",
+        hints.NO_DEEPSTACK_HINT,
+        item=indices[0] if len(indices) == 1 else None,
+    )
 
 
 def judge_engine_error(context: SequenceContext) -> list[Finding]:

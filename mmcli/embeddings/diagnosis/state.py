@@ -125,6 +125,7 @@ class Diagnosis:
         if mask is not None and facts.num_embeds is not None:
             stats.num_placeholders, stats.num_embeds = facts.num_placeholders, facts.num_embeds
         self.findings += per_item.judge_layout(index, shape, emb.dtype, facts.num_embeds)
+        self.findings += sequence.judge_mask_tokens(index, mask, self.context)
         rows = 1
         for d in shape[:-1]:
             rows *= d
