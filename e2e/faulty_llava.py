@@ -2,7 +2,9 @@
 
 ``MMCLI_E2E_FAULT``: ``batch-dim`` (every item keeps a leading batch dim: 3-D items),
 ``one-short`` (one item too few), ``zero`` (no item at all), ``narrow`` (a projector one
-column short: rows of hidden - 1; the engine's check passes, the merge fails), ``scale``
+column short: rows of hidden - 1; the engine's check passes, the merge fails), ``wide``
+(each row twice over: rows of 2 × hidden, which a model without deepstack cannot take; the
+merge fails), ``scale``
 (every row times 0.5: structurally fine, numerically wrong) or ``reverse`` (each item's rows
 in reverse order). Registered in-process under ``ARCH``; the model folder's ``config.json``
 names ``ARCH`` as its architecture.
@@ -30,6 +32,8 @@ class MmcliFaultyLlava(LlavaForConditionalGeneration):
             return []
         if fault == "narrow":
             return [item[:, :-1] for item in outputs]
+        if fault == "wide":
+            return [item.repeat(1, 2) for item in outputs]
         if fault == "scale":
             return [item * 0.5 for item in outputs]
         if fault == "reverse":

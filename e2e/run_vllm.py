@@ -13,9 +13,10 @@ checks the dumps with ``mmcli check-embeddings`` and, against the reference, ``m
   none, default mode (``failure``): ``llm.generate`` raises the engine's own
   ``AssertionError`` (recorded verbatim as ``engine_error``), and the dump gets the finding
   ``item-ndim`` / ``item-count`` / ``item-count``.
-* ``narrow`` — a projector one column short: the engine's check passes and its embedding
-  merge raises ``ValueError``; a dump is still written, and ``check-embeddings`` says
-  ``hidden-size``.
+* ``narrow`` / ``wide`` — a projector one column short, or each row twice over (2 × hidden,
+  which a model without deepstack cannot take): the engine's check passes and its embedding
+  merge raises ``ValueError``; a dump is still written, with the model's hidden size and
+  ``deepstack_levels`` 0 from its config, and ``check-embeddings`` says ``hidden-size``.
 * ``scale`` / ``reverse`` — ``always``: rows times 0.5, or each item's rows reversed; every
   dump checks clean (they are structurally fine) and ``mmcli compare`` reports
   ``compare-scale`` / ``compare-permuted``. ``reverse`` runs the engine in bfloat16 against
@@ -60,6 +61,7 @@ SCENARIOS = {
     "one-short": Scenario(None, "one-short", "item-count", "AssertionError", None, False),
     "zero-items": Scenario(None, "zero", "item-count", "AssertionError", None, True),
     "narrow": Scenario(None, "narrow", "hidden-size", "ValueError", None, True),
+    "wide": Scenario(None, "wide", "hidden-size", "ValueError", None, True),
     "scale": Scenario("always", "scale", None, None, "compare-scale", True),
     "reverse": Scenario("always", "reverse", None, None, "compare-permuted", True, "bfloat16"),
 }
