@@ -110,10 +110,10 @@ def compare_memory(
     seqs = log.int_arg("max_num_seqs")
     if total is not None:
         if tokens is None:
-            tokens = default_max_num_batched_tokens(total)
+            tokens = default_max_num_batched_tokens(total, rules=rules)
             inputs["max_num_batched_tokens"] = (tokens, "the GPU's default")
         if seqs is None:
-            seqs = default_max_num_seqs(total)
+            seqs = default_max_num_seqs(total, rules=rules)
             inputs["max_num_seqs"] = (seqs, "the GPU's default")
     for key, value in (("max_num_batched_tokens", tokens), ("max_num_seqs", seqs)):
         if value is not None and key not in inputs:

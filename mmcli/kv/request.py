@@ -56,6 +56,8 @@ class PlanRequest:
     #: profile); with ``gpu`` it replaces the estimate, which is still shown. Text is read as
     #: vLLM's ``human_readable_int`` reads it (``20G``), into ``resolved``.
     kv_cache_memory_bytes: int | str | None = None
+    #: Whose batch defaults the ``gpu`` estimate takes: ``vllm serve``'s or the ``LLM`` class's.
+    entry: Literal["serve", "llm"] = "serve"
     # --- the requests ---------------------------------------------------------------------------
     #: A length (``32768``, ``"128k"``), ``"auto"`` (the largest that fits), or the model's.
     max_model_len: int | str | None = None
@@ -135,6 +137,11 @@ class PlanRequest:
             text, self.mtp, self.num_speculative_tokens, self.num_draft_layers
         )
         refuse_unmirrored_release(self.vllm_version)
+        if self.entry not in ("serve", "llm"):
+            raise InputError(
+                f"--entry must be serve or llm, got {self.entry!r}",
+                hint="serve: vllm serve's batch defaults (the default); llm: the LLM class's",
+            )
         length: int | str | None = self.max_model_len
         if isinstance(length, str) or length == -1:
             length = parse_max_model_len(str(length), self.vllm_version)
@@ -162,6 +169,7 @@ class PlanRequest:
             "--speculative-config": text,
             "--enforce-eager": self.enforce_eager,
             "--gpu-memory-utilization": self.gpu_memory_utilization,
+            "--entry llm": self.entry != "serve",
             "--chunked-local-attn-hybrid": self.chunked_local_attn_hybrid is not None,
         }
         if engines.engine in ("sglang", "trtllm"):  # with all, they shape vLLM's column

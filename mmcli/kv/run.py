@@ -142,6 +142,7 @@ def plan_run(request: PlanRequest, *, inputs_read: Callable[[], None] | None = N
         request.max_num_seqs,
         request.enforce_eager,
         got.kv_cache_memory_bytes,
+        request.entry,
     )
     estimate, weights = gpu_budget(
         request.gpu,
@@ -207,11 +208,13 @@ def _options(request: PlanRequest, estimate: Estimate | None) -> PlanOptions:
     got = request.resolved
     batched = request.max_num_batched_tokens
     if batched_default := batched is None:
+        from mmcli.kv.releases import rules_for
         from mmcli.kv.whatif.gpus import default_max_num_batched_tokens, resolve_gpu
 
         gpu = request.gpu
+        rules = rules_for(request.vllm_version)
         batched = (
-            default_max_num_batched_tokens(resolve_gpu(gpu))
+            default_max_num_batched_tokens(resolve_gpu(gpu), entry=request.entry, rules=rules)
             if gpu is not None
             else DEFAULT_MAX_NUM_BATCHED_TOKENS
         )

@@ -25,6 +25,7 @@ PACKAGE = ROOT / "mmcli"
 #: The release tables: the only modules that may name an engine release.
 TABLES = {
     PACKAGE / "kv" / "releases.py",
+    PACKAGE / "kv" / "release_rows.py",
     PACKAGE / "kv" / "served_releases.py",
     PACKAGE / "kv" / "sglang" / "releases.py",
     PACKAGE / "kv" / "trtllm" / "releases.py",
@@ -147,6 +148,8 @@ FIELD_WORDS: dict[str, str] = {
     "qwen3_5_named_ssm_dtype": r"mamba_ssm_dtype",
     "state_models_v1_default": r"V1 engine by default",
     "cudagraph_estimate_subtracted": r"CUDA-graph memory estimate",
+    "largest_batch_tier": r"160 GiB",
+    "gb10_small_tier": r"GB10",
 }
 
 

@@ -154,6 +154,7 @@ def plan(
         ),
     ] = None,
     kv_cache_memory_bytes: vo.KvCacheMemoryBytesOpt = None,
+    entry: vo.EntryOpt = "serve",
     reserve: Annotated[
         str | None,
         typer.Option(

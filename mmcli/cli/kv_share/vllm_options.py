@@ -113,6 +113,17 @@ KvCacheMemoryBytesOpt = Annotated[
     ),
 ]
 
+EntryOpt = Annotated[
+    str,
+    typer.Option(
+        "--entry",
+        metavar="serve|llm",
+        help="With --gpu: whose batch defaults the estimate takes, vllm serve's (serve) or the "
+        "LLM class's (llm): larger max_num_batched_tokens on most GPUs.",
+        rich_help_panel=MEMORY,
+    ),
+]
+
 ServeOpt = Annotated[
     str | None,
     typer.Option(

@@ -90,6 +90,8 @@ class Profile:
     max_num_seqs: int | None = None
     enforce_eager: bool = False
     kv_cache_memory_bytes: int | None = None
+    #: The entry point whose batch defaults apply: ``vllm serve`` or the ``LLM`` class.
+    entry: str = "serve"
 
 
 def _components(
@@ -112,8 +114,10 @@ def _components(
             "and takes the size as given"
         )
     device = resolve_gpu(gpu)
-    tokens = profile.max_num_batched_tokens or default_max_num_batched_tokens(device)
-    seqs = profile.max_num_seqs or default_max_num_seqs(device)
+    tokens = profile.max_num_batched_tokens or default_max_num_batched_tokens(
+        device, entry=profile.entry, rules=rules
+    )
+    seqs = profile.max_num_seqs or default_max_num_seqs(device, rules=rules)
     graphs = c.cuda_graphs(
         seqs, subtracted=rules.cudagraph_estimate_subtracted, enforce_eager=profile.enforce_eager
     )

@@ -25,16 +25,19 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from mmcli.errors import InputError
 from mmcli.kv.inputs.checkpoint import index_total as index_total  # re-exported
 from mmcli.kv.options import check_positive, parse_size
-from mmcli.kv.releases import value_history
+from mmcli.kv.releases import rules_for, value_history
 from mmcli.kv.whatif.components import Component
 from mmcli.kv.whatif.gpu_table import GIB as GIB  # re-exported
 from mmcli.kv.whatif.gpu_table import GPU as GPU  # re-exported
 from mmcli.kv.whatif.gpu_table import GPUS as GPUS  # re-exported
+
+if TYPE_CHECKING:
+    from mmcli.kv.releases import EngineRules
 
 
 def _key(name: str) -> str:
@@ -268,27 +271,45 @@ EXTENSIBLE_MARGIN_FRACTION: Final = 0.75
 
 #: vLLM picks larger batch defaults on GPUs with at least this much memory (and not an A100).
 LARGE_GPU_BYTES: Final = 70 * GIB
+#: ... and its largest on GPUs with at least this much (release row ``largest_batch_tier``).
+LARGEST_GPU_BYTES: Final = 160 * GIB
+#: The entry points whose defaults differ: ``vllm serve`` and the ``LLM`` class.
+ENTRIES: Final = ("serve", "llm")
+#: (``vllm serve``, ``LLM`` class) max_num_batched_tokens and max_num_seqs of each tier.
+BATCH_TIERS: Final = {
+    "small": ((2048, 8192), 256),
+    "large": ((8192, 16384), 1024),
+    "largest": ((16384, 16384), 1024),
+}
 
 
-def default_max_num_batched_tokens(gpu: GPU | int, *, entry: str = "serve") -> int:
-    """vLLM's default ``max_num_batched_tokens`` for this GPU.
+def batch_tier(gpu: GPU | int, rules: EngineRules | None = None) -> str:
+    """vLLM's batch-default tier of a GPU under a release (default: the newest mirrored):
+    "largest" (at least 160 GiB, where the release has it), "large" (at least 70 GiB, not an
+    A100, nor a GB10 where the release keeps it small) or "small"."""
+    rules = rules or rules_for(None)
+    total = gpu.total_bytes if isinstance(gpu, GPU) else gpu
+    name = gpu.name.lower() if isinstance(gpu, GPU) else ""
+    if rules.largest_batch_tier and total >= LARGEST_GPU_BYTES:
+        return "largest"
+    if rules.gb10_small_tier and name == "gb10":
+        return "small"
+    return "large" if total >= LARGE_GPU_BYTES and "a100" not in name else "small"
 
-    ``vllm serve``: 2048 on GPUs under 70 GiB and on any A100, 8192 on larger ones. The
-    ``LLM`` class (``entry="llm"``): 8192 and 16384.
-    """
-    if entry not in ("serve", "llm"):
+
+def default_max_num_batched_tokens(
+    gpu: GPU | int, *, entry: str = "serve", rules: EngineRules | None = None
+) -> int:
+    """vLLM's default ``max_num_batched_tokens`` for this GPU, entry point and release
+    (:data:`BATCH_TIERS`): ``vllm serve`` 2048 / 8192 / 16384, the ``LLM`` class 8192 /
+    16384 / 16384."""
+    if entry not in ENTRIES:
         raise ValueError(f"entry must be 'serve' or 'llm', got {entry!r}")
-    total = gpu.total_bytes if isinstance(gpu, GPU) else gpu
-    a100 = isinstance(gpu, GPU) and "a100" in gpu.name.lower()
-    large = total >= LARGE_GPU_BYTES and not a100
-    if entry == "serve":
-        return 8192 if large else 2048
-    return 16384 if large else 8192
+    tokens, _ = BATCH_TIERS[batch_tier(gpu, rules)]
+    return tokens[ENTRIES.index(entry)]
 
 
-def default_max_num_seqs(gpu: GPU | int) -> int:
-    """vLLM's default ``max_num_seqs`` for this GPU (either entry point): 256 on GPUs under
-    70 GiB and on any A100, 1024 on larger ones (engine/arg_utils.py, 0.20)."""
-    total = gpu.total_bytes if isinstance(gpu, GPU) else gpu
-    a100 = isinstance(gpu, GPU) and "a100" in gpu.name.lower()
-    return 1024 if total >= LARGE_GPU_BYTES and not a100 else 256
+def default_max_num_seqs(gpu: GPU | int, *, rules: EngineRules | None = None) -> int:
+    """vLLM's default ``max_num_seqs`` for this GPU and release (either entry point): 256 on
+    the small tier, 1024 on the others."""
+    return BATCH_TIERS[batch_tier(gpu, rules)][1]

@@ -1,0 +1,151 @@
+"""The rows of vLLM's release table (:data:`CHANGES`), read by :mod:`mmcli.kv.releases`: each
+names the first release whose planner behaves differently and what changed; the fields are
+documented on :class:`mmcli.kv.releases.EngineRules`."""
+
+from __future__ import annotations
+
+from typing import Final
+
+#: The newest release whose rules are mirrored: the default.
+NEWEST: Final = "0.34"
+
+#: (first release, what changed). The first row is the oldest behaviour mirrored.
+CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
+    (
+        "0.10",
+        {
+            "group_threshold": None,
+            "check": "per-layer",
+            "tokens_from_concurrency": False,
+            "in_flight_reserve": False,
+            "hybrid_prefix_caching_default": False,
+            "mamba_all_mode": True,
+            "null_block": False,
+            "pad_unequal_pages": False,
+            "pp_global_groups": False,
+            "pp_whole_model_check": False,
+            "pp_stage_pages": False,
+            "yarn_scales_max_len": True,
+            "modelopt_kv_dtype": False,
+            "kv_scheme_fp8": "unverified",
+            "mm_prefix_batch_floor": False,
+            "hunyuan_cla_starts": False,
+            "hybrid_align_to_block_size": False,
+            "mla_hybrid_alignment": 64,
+            "mamba2_prefill_checkpoint": False,
+            "speculative_states": "qwen3_next",
+            "speculative_state_blocks": False,
+            "state_prefix_caching": "refused",
+            "full_graph_state_check": False,
+            "chunked_local_hybrid": "always",
+            "cohere2_window_plus_one": False,
+            "max_len_tera": False,
+            "max_len_auto": False,
+            "dotted_o_cc": False,
+            "default_block_size": 16,
+            "default_gpu_memory_utilization": 0.9,
+            "extensible_kv_cache": False,
+            "cudagraph_estimate_subtracted": False,
+            "largest_batch_tier": False,
+            "gb10_small_tier": False,
+            "dsa_auto_ds_mla": False,
+            "dsa_fp8_hook": False,
+            "dsa_fp8_backend": False,
+            "dsa_block_forced": True,
+            "dsa_glm_blackwell_fp8": False,
+            "all_mode_speculative_blocks": False,
+            "indexer_sharing": False,
+            "nemotron_h_ssm_dtype": "model",
+            "qwen3_5_named_ssm_dtype": False,
+            "state_models_v1_default": False,
+        },
+    ),
+    ("0.10.1", {"chunked_local_hybrid": "off"}),
+    ("0.10.2", {"state_prefix_caching": "off", "state_models_v1_default": True}),
+    ("0.11", {"pp_global_groups": True, "dsa_auto_ds_mla": True, "dsa_fp8_hook": True}),
+    ("0.11.1", {"dsa_auto_ds_mla": False}),
+    ("0.12", {"group_threshold": 1.25, "state_prefix_caching": "supported", "dotted_o_cc": True}),
+    ("0.13", {"max_len_tera": True, "dotted_o_cc": False}),
+    (
+        "0.14",
+        {
+            "check": "first-group",
+            "pp_whole_model_check": True,
+            "modelopt_kv_dtype": True,
+            "chunked_local_hybrid": "on",
+            "max_len_auto": True,
+        },
+    ),
+    (
+        "0.15",
+        {
+            "speculative_state_blocks": True,
+            "state_prefix_caching": "modes",
+            "nemotron_h_ssm_dtype": "float16",
+        },
+    ),
+    ("0.16", {"kv_scheme_fp8": "always"}),
+    (
+        "0.17",
+        {
+            "pp_whole_model_check": False,
+            "pp_stage_pages": True,
+            "speculative_states": "gdn",
+            "qwen3_5_named_ssm_dtype": True,
+        },
+    ),
+    ("0.18", {"group_threshold": 1.5, "dsa_fp8_backend": True, "dsa_block_forced": False}),
+    ("0.19", {"check": "all-groups"}),
+    (
+        "0.20",
+        {
+            "hybrid_align_to_block_size": True,
+            "full_graph_state_check": True,
+            "default_gpu_memory_utilization": 0.92,
+            "cudagraph_estimate_subtracted": True,
+            "dsa_fp8_hook": False,
+            "nemotron_h_ssm_dtype": "float32",
+        },
+    ),
+    ("0.20.1", {"tokens_from_concurrency": True}),
+    ("0.21", {"indexer_sharing": True}),
+    (
+        "0.22",
+        {
+            "kv_scheme_fp8": "auto",
+            "mm_prefix_batch_floor": True,
+            "all_mode_speculative_blocks": True,
+        },
+    ),
+    ("0.26", {"in_flight_reserve": True, "hybrid_prefix_caching_default": True}),
+    ("0.27", {"mla_hybrid_alignment": 128}),
+    ("0.28", {"largest_batch_tier": True}),
+    (
+        "0.29",
+        {
+            "null_block": True,
+            "mamba_all_mode": False,
+            "pad_unequal_pages": True,
+            "hunyuan_cla_starts": True,
+            "cohere2_window_plus_one": True,
+        },
+    ),
+    ("0.30", {"yarn_scales_max_len": False}),
+    (
+        "0.32",
+        {
+            "mamba2_prefill_checkpoint": True,
+            "speculative_states": "all",
+            "dsa_glm_blackwell_fp8": True,
+        },
+    ),
+    ("0.33", {"gb10_small_tier": True}),
+    (
+        NEWEST,
+        {
+            "default_block_size": 64,
+            "default_gpu_memory_utilization": 1.0,
+            "extensible_kv_cache": True,
+        },
+    ),
+)
