@@ -107,7 +107,7 @@ def test_multimodal_models_are_refused_from_0_5_18(tmp_path: Path) -> None:
     )
 
 
-@pytest.mark.parametrize("release", ["0.5.14", "0.5.23"])
+@pytest.mark.parametrize("release", ["0.5.16", "0.5.23"])
 def test_default_fraction_is_refused(release: str) -> None:
     # 0.5.16 server_args.py:4053 (_handle_gpu_memory_settings): the default reserves
     # reserve_for_graph_mb() (decode and prefill CUDA graphs), not mirrored.

@@ -66,11 +66,11 @@ def test_mla_cell_is_the_latent_per_layer(release: str) -> None:
 
 
 def test_default_release_is_the_newest_mirrored() -> None:
-    # 0.5.13 is the newest row whose default fraction is mirrored (test_sglang_fraction.py);
-    # 0.5.14 on are planned with --memory or --mem-fraction-static only.
-    assert DEFAULT_RELEASE == "0.5.13"
-    assert sglang_rules("0.5.14").fraction_rule == "unread"
-    assert plan(QWEN3_235B, tp=4, memory_bytes=GiB).release == "0.5.13"
+    # 0.5.15 is the newest row whose default fraction is mirrored (test_sglang_fraction_0514.py);
+    # 0.5.16 on are planned with --memory or --mem-fraction-static only.
+    assert DEFAULT_RELEASE == "0.5.15"
+    assert sglang_rules("0.5.16").fraction_rule == "unread"
+    assert plan(QWEN3_235B, tp=4, memory_bytes=GiB).release == "0.5.15"
 
 
 @pytest.mark.parametrize(
@@ -148,13 +148,14 @@ def test_0_5_10_sizes_requests_from_the_capped_capacity(release: str) -> None:
     assert plan(QWEN3_235B, release="0.5.9", **options).value("max_running_requests") == 5000
 
 
-def test_0_5_14_default_fraction_is_refused() -> None:
-    # 0.5.14 srt/server_args.py _handle_gpu_memory_settings (:3122) reads the graph sizes from
-    # cuda_graph_config, whose prefill backend has its own rules (:2997): not mirrored.
+def test_0_5_16_default_fraction_is_refused() -> None:
+    # 0.5.16 srt/server_args.py _handle_gpu_memory_settings (:3900) reserves
+    # reserve_for_graph_mb() and skips the reserve when post-capture sizing is planned: not
+    # mirrored.
     gpu = {"gpu_bytes": 80 * GiB, "gpu_name": "H100", "weights_bytes": 16 * GiB}
-    with pytest.raises(InputError, match="0.5.14: its default mem_fraction_static"):
-        plan(QWEN3_235B, release="0.5.14", tp=4, **gpu)
-    given = plan(QWEN3_235B, release="0.5.14", tp=4, mem_fraction_static=0.85, **gpu)
+    with pytest.raises(InputError, match="0.5.16: its default mem_fraction_static"):
+        plan(QWEN3_235B, release="0.5.16", tp=4, **gpu)
+    given = plan(QWEN3_235B, release="0.5.16", tp=4, mem_fraction_static=0.85, **gpu)
     assert given.figures["budget_bytes"].estimate is not None
 
 

@@ -95,6 +95,18 @@ _NO_PIECEWISE = (
     "BailingMoeV2_5ForCausalLM",
     "LLaDAModelLM",
 )
+#: 0.5.14 configs/model_config.py:1713 ``piecewise_cuda_graph_disabled_model_archs`` (the DSA
+#: models left it in 0.5.13), and :1725 the multimodal architectures that keep the graphs.
+_NO_PIECEWISE_0514 = (
+    "DeepseekV4ForCausalLM",
+    "DeepseekV4ForCausalLMNextN",
+    "Qwen3NextForCausalLM",
+    "BailingMoeV2_5ForCausalLM",
+    "LLaDAModelLM",
+)
+_MULTIMODAL_PIECEWISE = ("Cohere2VisionForConditionalGeneration",)
+#: 0.5.15 server_args.py:3356: the breakable backend turns the graphs off for DeepSeek-V4.
+_NO_BREAKABLE = ("DeepseekV4ForCausalLM", "DeepseekV4ForCausalLMNextN")
 #: Config keys that make a model a mixture of experts (its MoE runner may be picked by the GPU).
 _MOE_KEYS = ("num_experts", "num_local_experts", "n_routed_experts")
 
@@ -106,6 +118,18 @@ def _capture_sizes(max_tokens: int) -> int:
     return count + len(range(4608, max_tokens + 1, 512))
 
 
+def _prefill_graphs_off(
+    rules: SglangRules, graphs: PrefillGraphs, archs: list[Any], text: dict[str, Any]
+) -> bool:
+    """Whether the release's default prefill backend captures no graphs for this model."""
+    if rules.fraction_rule == "prefill-breakable":
+        return graphs.mla or graphs.multimodal or any(a in _NO_BREAKABLE for a in archs)
+    if rules.fraction_rule == "prefill-config":
+        kept = any(a in _MULTIMODAL_PIECEWISE for a in archs)
+        return (graphs.multimodal and not kept) or any(a in _NO_PIECEWISE_0514 for a in archs)
+    return graphs.multimodal or any(a in _NO_PIECEWISE for a in archs) or "index_topk" in text
+
+
 def _prefill_graph_reserve(
     rules: SglangRules, graphs: PrefillGraphs, chunk: int, gpu_mib: float, doc: dict[str, Any]
 ) -> tuple[float, str]:
@@ -114,7 +138,7 @@ def _prefill_graph_reserve(
     archs = archs if isinstance(archs, list) else []
     text = doc.get("text_config")
     text = text if isinstance(text, dict) else doc
-    if graphs.multimodal or any(a in _NO_PIECEWISE for a in archs) or "index_topk" in text:
+    if _prefill_graphs_off(rules, graphs, archs, text):
         return 0.0, ", no piecewise graphs for this model"
     moe = any(k in text for k in _MOE_KEYS)
     if rules.moe_runner_disables_prefill_graphs and gpu_mib >= 160 * 1024 and moe:
@@ -189,7 +213,7 @@ def default_fraction(
     graph_bs = tier_bs if cuda_graph_max_bs is None else cuda_graph_max_bs
     reserved = 512 + max(chunk, 2048) * 1.5 + graph_bs * 2 + tp / 8 * 1024
     prefill = ""
-    if rules.fraction_rule == "reserve-pcg":
+    if rules.fraction_rule in ("reserve-pcg", "prefill-config", "prefill-breakable"):
         extra, prefill = _prefill_graph_reserve(rules, graphs or PrefillGraphs(), chunk, gpu, doc)
         reserved += extra
     if gpu > 60 * 1024:

@@ -19,8 +19,19 @@ from mmcli.errors import InputError
 #: budget from --gpu needs --mem-fraction-static.
 #: "reserve-pcg" (0.5.10 – 0.5.13): "reserve-formula" plus the piecewise (prefill) CUDA graphs'
 #: reserve: 8 MiB per captured token count, or 1.5 GiB for an MLA model, none where they are off.
+#: "prefill-config" (0.5.14): the same reserve read from cuda_graph_config's prefill phase, whose
+#: default backend (tc_piecewise) keeps the graphs for the multimodal architectures SGLang lists.
+#: "prefill-breakable" (0.5.15): the prefill backend on CUDA is "breakable", whose own rules
+#: turn the graphs off for MLA, multimodal models and DeepSeek-V4 (8 MiB per count otherwise).
 FractionRule = Literal[
-    "tp-table", "tp-table-b200", "reserve-by-gpu", "reserve-formula", "reserve-pcg", "unread"
+    "tp-table",
+    "tp-table-b200",
+    "reserve-by-gpu",
+    "reserve-formula",
+    "reserve-pcg",
+    "prefill-config",
+    "prefill-breakable",
+    "unread",
 ]
 #: How a release sizes the state pool of a hybrid GDN / Mamba model: "none" (no such model),
 #: "fixed" (0.5.3: 512 slots, or --max-running-requests), "ratio" (0.5.4: a share
@@ -177,9 +188,25 @@ _CONFIGURATOR = replace(
     user_requests_capped_by_capacity=True,
     weights_overflow_error=True,
 )
+#: server_args.py ``_handle_gpu_memory_settings``: 0.5.14 :3122 (prefill phase of
+#: cuda_graph_config, compatibility rules :2997 – :3057 for tc_piecewise, the default backend of
+#: model_executor/cuda_graph_config.py:91); 0.5.15 :3469 (prefill backend "breakable" on CUDA,
+#: cuda_graph_config.py:101; its rules in ``_disable_breakable_cudagraph_if_incompatible``). The
+#: 0.5.15 additions for disaggregation and DeepEP (+2 GiB) are off in a plain launch
+#: (disaggregation_mode "null", moe_a2a_backend "none"). 0.5.16 on (reserve_for_graph_mb) are
+#: not mirrored.
+_GRAPH_RULES: dict[int, FractionRule] = {14: "prefill-config", 15: "prefill-breakable"}
 RELEASES = (
     *RELEASES,
-    *(replace(_CONFIGURATOR, release=f"0.5.{n}") for n in range(14, 18)),
+    *(
+        replace(
+            _CONFIGURATOR,
+            release=f"0.5.{n}",
+            fraction_rule=_GRAPH_RULES.get(n, "unread"),
+            prefill_graphs_clamped_to_context=n in _GRAPH_RULES,
+        )
+        for n in range(14, 18)
+    ),
     #: 0.5.18 on: a multimodal model's budget also loses mm_runtime_reservation_gb.
     *(
         replace(_CONFIGURATOR, release=f"0.5.{n}", multimodal_kv_reserve=True)
