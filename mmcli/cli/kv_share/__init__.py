@@ -84,7 +84,8 @@ def plan(
         int | None,
         typer.Option(
             "--block-size",
-            help="Tokens per KV block (default: the config's, else 16).",
+            help="Tokens per KV block (default: the config's, else the release's: "
+            f"{value_history('default_block_size')}).",
             rich_help_panel=MEMORY,
         ),
     ] = None,
