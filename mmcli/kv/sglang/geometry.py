@@ -102,6 +102,13 @@ def sglang_cell(
             f"pass --sglang-version {newest_release(lambda r: r.sliding_mirrored)}, or plan it "
             "for vLLM (--engine vllm)",
         )
+    arch = architecture(doc)
+    if sliding and arch in rules.swa_pool_unmirrored_for:
+        raise _refuse(
+            f"SGLang {rules.release} gives {arch} a hybrid sliding-window pool "
+            "(swa_full_tokens_ratio split), which is not mirrored",
+            "plan it for vLLM (--engine vllm)",
+        )
     if not mla and rules.v_head_dim_in_cell:
         _check_v_head_dim(doc, spec.head_size, rules)
     return Cell(len(attention), heads, spec.head_size, dtype_bytes, mla, sliding)

@@ -62,6 +62,9 @@ class SglangRules:
     #: Whether models with sliding (or chunked) layers are mirrored: False where the release's
     #: hybrid sliding-window pool was not mirrored (they are refused, naming the release).
     sliding_mirrored: bool = True
+    #: Architectures the release gives a hybrid sliding-window pool that is not mirrored (refused
+    #: by name; other sliding models keep every token, as their full layers do).
+    swa_pool_unmirrored_for: tuple[str, ...] = ()
     #: Whether the MHA cell is ``kv_heads · (head_dim + v_head_dim)`` (0.5.7 on) rather than
     #: ``kv_heads · head_dim · 2``; a config whose ``v_head_dim`` differs is refused there.
     v_head_dim_in_cell: bool = False
@@ -132,15 +135,21 @@ RELEASES: tuple[SglangRules, ...] = (
 #: 0.5.5 – 0.5.9 size a dense / MLA pool as 0.5.4 does (``profile_max_num_token``, model_runner.py
 #: in 0.5.5 / 0.5.6, model_executor/model_runner_kv_cache_mixin.py from 0.5.7); the default
 #: fraction differs only in the < 35 GiB tier (server_args.py ``_handle_gpu_memory_settings``).
-#: Their hybrid sliding-window and GDN / Mamba pools changed and were not mirrored.
+#: Their GDN / Mamba pools changed and were not mirrored. Their sliding-window rule is 0.5.4's
+#: through 0.5.7: the same model classes define ``get_attention_sliding_window_size`` (gemma2,
+#: gemma3_causal, gemma3_mm, gemma3n_causal, gemma3n_mm, gpt_oss, olmo2) and server_args turns
+#: the hybrid SWA pool off for each (0.5.5 server_args.py:997, :1029, :1035; 0.5.6 :1123,
+#: :1166, :1172; 0.5.7 :1214, :1278, :1284); Llama 4 gets one only with --hybrid-kvcache-ratio
+#: (configs/model_config.py ``is_hybrid_model``). 0.5.7 adds MiMo-V2-Flash, always hybrid
+#: (model_config.py:1153), whose split is not mirrored. 0.5.8 on (``is_hybrid_swa_model``:
+#: GPT-OSS, Llama 4, MiMo-V2) are not mirrored.
 _PROFILED = replace(
     RELEASES[-1],
-    swa_disabled_for=(),
     hybrid_rule="unread",
     hybrid_models=(),
     small_gpu_graph_bs=24,
-    sliding_mirrored=False,
 )
+_MIMO_V2 = ("MiMoV2FlashForCausalLM", "MiMoV2MTP")
 #: server_args.py ``_handle_gpu_memory_settings`` is the same in 0.5.10 – 0.5.12; 0.5.13 also
 #: clamps the piecewise graphs to --context-length, which is None unless given (a plan never
 #: gives it), and no longer lets the MoE runner turn the piecewise graphs off.
@@ -154,9 +163,9 @@ RELEASES = (
     *RELEASES,
     replace(_PROFILED, release="0.5.5"),
     replace(_PROFILED, release="0.5.6"),
-    replace(_PROFILED, release="0.5.7", v_head_dim_in_cell=True),
-    replace(_PROFILED, release="0.5.8", v_head_dim_in_cell=True),
-    replace(_PROFILED, release="0.5.9", v_head_dim_in_cell=True),
+    replace(_PROFILED, release="0.5.7", v_head_dim_in_cell=True, swa_pool_unmirrored_for=_MIMO_V2),
+    replace(_PROFILED, release="0.5.8", v_head_dim_in_cell=True, sliding_mirrored=False),
+    replace(_PROFILED, release="0.5.9", v_head_dim_in_cell=True, sliding_mirrored=False),
     #: 0.5.10: the same cell and budget (model_runner_kv_cache_mixin.py:171), the request pool
     #: from the capacity (:840); its default fraction reserves piecewise CUDA graphs.
     *(
@@ -168,6 +177,7 @@ RELEASES = (
             prefill_graphs_clamped_to_context=not moe_off,
             v_head_dim_in_cell=True,
             requests_from_capacity=True,
+            sliding_mirrored=False,
         )
         #: 0.5.11 – 0.5.13 move the sizing into DefaultPoolConfigurator
         #: (model_executor/pool_configurator.py: ``available_bytes // cell_size``, floored to
@@ -315,10 +325,14 @@ def sglang_version_help() -> str:
     names = [r.release for r in RELEASES]
     unread = [r.release for r in RELEASES if r.fraction_rule == "unread"]
     sliding = [r.release for r in RELEASES if r.sliding_mirrored]
+    state = [r.release for r in RELEASES if r.hybrid_rule in ("fixed", "ratio")]
     text = (
         f"With --engine sglang/all: the SGLang release (one of the {len(names)} read, "
         f"{names[0]} to {names[-1]}, and their .postN read; default {DEFAULT_RELEASE}"
     )
     if unread:
         text += f"; {unread[0]} on with --gpu needs --mem-fraction-static"
-    return text + f"; hybrid SWA / GDN models: {sliding[-1]} or older)."
+    return text + (
+        f"; sliding-window models: {sliding[-1]} or older; hybrid GDN / Mamba models: "
+        f"{state[-1]} or older)."
+    )
