@@ -159,14 +159,15 @@ def test_moe_on_a_160_gib_gpu_is_planned_from_0_5_13() -> None:
 
 def test_version_help_is_formatted_from_the_rows() -> None:
     # The --sglang-version help names the oldest and newest rows, the default, the first row
-    # whose default fraction is not mirrored (0.5.16: reserve_for_graph_mb) and the newest
-    # with sliding layers mirrored (0.5.7; 0.5.8 puts GPT-OSS on is_hybrid_swa_model).
+    # whose default fraction is not mirrored (0.5.18: its breakable rules keep the graphs for
+    # MLA) and the newest with sliding layers mirrored (0.5.7; 0.5.8 puts GPT-OSS on
+    # is_hybrid_swa_model).
     text = sglang_version_help()
     assert f"{RELEASES_READ[0].release} to {RELEASES_READ[-1].release}" in text
     assert f"default {DEFAULT_RELEASE};" in text
     first_unread = next(r.release for r in RELEASES_READ if r.fraction_rule == "unread")
     assert f"; {first_unread} on with --gpu needs --mem-fraction-static" in text
-    assert first_unread == "0.5.16"
+    assert first_unread == "0.5.18"
     assert "sliding-window models: 0.5.7 or older" in text
 
 

@@ -30,8 +30,7 @@ from typing import Any
 
 import pytest
 
-from mmcli.kv.inputs.layer_config import load_config, read_document
-from mmcli.kv.sglang import DEFAULT_RELEASE, SglangOptions, plan_sglang, sglang_rules
+from mmcli.kv.sglang import sglang_rules
 from mmcli.kv.sglang.budget import PrefillGraphs, default_fraction
 
 CONFIGS = Path(__file__).parent / "configs"
@@ -131,12 +130,3 @@ def test_context_length_clamps_the_prefill_graphs(release: str) -> None:
     # 0.5.14 :3264 (0.5.15 :3611): max_bs capped at --context-length 2048: 42 counts, 336 MiB:
     # 13,776 MiB; 67,783 / 81,559 = 0.8311.
     assert fraction(release, H100, 1, context_length=2048).value == 0.831
-
-
-def test_plan_from_gpu_uses_the_default_release() -> None:
-    # Qwen3-235B-A22B (MoE, not MLA) on an H100 at tp 4 with the default release (0.5.15):
-    # 0.819 as above; budget int(H100 × 0.819) − 16 GiB / 4.
-    assert DEFAULT_RELEASE == "0.5.15"
-    options = SglangOptions(tp=4, gpu_bytes=H100, gpu_name="H100", weights_bytes=16 * 2**30)
-    result = plan_sglang(load_config(QWEN3_235B), read_document(QWEN3_235B), options)
-    assert result.figures["budget_bytes"].value == int(H100 * 0.819) - 4 * 2**30

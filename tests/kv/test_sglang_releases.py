@@ -66,11 +66,11 @@ def test_mla_cell_is_the_latent_per_layer(release: str) -> None:
 
 
 def test_default_release_is_the_newest_mirrored() -> None:
-    # 0.5.15 is the newest row whose default fraction is mirrored (test_sglang_fraction_0514.py);
-    # 0.5.16 on are planned with --memory or --mem-fraction-static only.
-    assert DEFAULT_RELEASE == "0.5.15"
-    assert sglang_rules("0.5.16").fraction_rule == "unread"
-    assert plan(QWEN3_235B, tp=4, memory_bytes=GiB).release == "0.5.15"
+    # 0.5.17 is the newest row whose default fraction is mirrored (test_sglang_fraction_0516.py);
+    # 0.5.18 on are planned with --memory or --mem-fraction-static only.
+    assert DEFAULT_RELEASE == "0.5.17"
+    assert sglang_rules("0.5.18").fraction_rule == "unread"
+    assert plan(QWEN3_235B, tp=4, memory_bytes=GiB).release == "0.5.17"
 
 
 @pytest.mark.parametrize(
@@ -148,14 +148,13 @@ def test_0_5_10_sizes_requests_from_the_capped_capacity(release: str) -> None:
     assert plan(QWEN3_235B, release="0.5.9", **options).value("max_running_requests") == 5000
 
 
-def test_0_5_16_default_fraction_is_refused() -> None:
-    # 0.5.16 srt/server_args.py _handle_gpu_memory_settings (:3900) reserves
-    # reserve_for_graph_mb() and skips the reserve when post-capture sizing is planned: not
-    # mirrored.
+def test_0_5_18_default_fraction_is_refused() -> None:
+    # 0.5.18 srt/server_args.py _disable_breakable_cudagraph_if_incompatible no longer turns
+    # the prefill graphs off for MLA (0.5.17 did): its default fraction is not mirrored.
     gpu = {"gpu_bytes": 80 * GiB, "gpu_name": "H100", "weights_bytes": 16 * GiB}
-    with pytest.raises(InputError, match="0.5.16: its default mem_fraction_static"):
-        plan(QWEN3_235B, release="0.5.16", tp=4, **gpu)
-    given = plan(QWEN3_235B, release="0.5.16", tp=4, mem_fraction_static=0.85, **gpu)
+    with pytest.raises(InputError, match="0.5.18: its default mem_fraction_static"):
+        plan(QWEN3_235B, release="0.5.18", tp=4, **gpu)
+    given = plan(QWEN3_235B, release="0.5.18", tp=4, mem_fraction_static=0.85, **gpu)
     assert given.figures["budget_bytes"].estimate is not None
 
 

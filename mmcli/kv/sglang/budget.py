@@ -107,8 +107,19 @@ _NO_PIECEWISE_0514 = (
 _MULTIMODAL_PIECEWISE = ("Cohere2VisionForConditionalGeneration",)
 #: 0.5.15 server_args.py:3356: the breakable backend turns the graphs off for DeepSeek-V4.
 _NO_BREAKABLE = ("DeepseekV4ForCausalLM", "DeepseekV4ForCausalLMNextN")
+#: 0.5.16 configs/model_config.py:1785 ``multimodal_breakable_cuda_graph_supported_model_archs``
+#: (:1848 in 0.5.17): multimodal architectures whose breakable prefill graphs stay on
+#: (server_args.py:3763).
+_MULTIMODAL_BREAKABLE = (
+    "Qwen3_5ForConditionalGeneration",
+    "Qwen3_5MoeForConditionalGeneration",
+)
 #: Config keys that make a model a mixture of experts (its MoE runner may be picked by the GPU).
 _MOE_KEYS = ("num_experts", "num_local_experts", "n_routed_experts")
+
+
+#: The rules whose default fraction reserves the prefill (piecewise / breakable) CUDA graphs.
+_PREFILL_GRAPH_RULES = ("reserve-pcg", "prefill-config", "prefill-breakable", "breakable-allowlist")
 
 
 def _capture_sizes(max_tokens: int) -> int:
@@ -122,8 +133,11 @@ def _prefill_graphs_off(
     rules: SglangRules, graphs: PrefillGraphs, archs: list[Any], text: dict[str, Any]
 ) -> bool:
     """Whether the release's default prefill backend captures no graphs for this model."""
-    if rules.fraction_rule == "prefill-breakable":
-        return graphs.mla or graphs.multimodal or any(a in _NO_BREAKABLE for a in archs)
+    if rules.fraction_rule in ("prefill-breakable", "breakable-allowlist"):
+        multimodal = graphs.multimodal
+        if rules.fraction_rule == "breakable-allowlist":
+            multimodal = multimodal and not any(a in _MULTIMODAL_BREAKABLE for a in archs)
+        return graphs.mla or multimodal or any(a in _NO_BREAKABLE for a in archs)
     if rules.fraction_rule == "prefill-config":
         kept = any(a in _MULTIMODAL_PIECEWISE for a in archs)
         return (graphs.multimodal and not kept) or any(a in _NO_PIECEWISE_0514 for a in archs)
@@ -213,7 +227,7 @@ def default_fraction(
     graph_bs = tier_bs if cuda_graph_max_bs is None else cuda_graph_max_bs
     reserved = 512 + max(chunk, 2048) * 1.5 + graph_bs * 2 + tp / 8 * 1024
     prefill = ""
-    if rules.fraction_rule in ("reserve-pcg", "prefill-config", "prefill-breakable"):
+    if rules.fraction_rule in _PREFILL_GRAPH_RULES:
         extra, prefill = _prefill_graph_reserve(rules, graphs or PrefillGraphs(), chunk, gpu, doc)
         reserved += extra
     if gpu > 60 * 1024:

@@ -15,7 +15,7 @@ from typing import Literal
 from mmcli.errors import InputError
 
 #: How a release picks ``mem_fraction_static`` when it is not given.
-#: "unread": the default was not mirrored (0.5.14 on), so a
+#: "unread": the default was not mirrored (0.5.18 on), so a
 #: budget from --gpu needs --mem-fraction-static.
 #: "reserve-pcg" (0.5.10 – 0.5.13): "reserve-formula" plus the piecewise (prefill) CUDA graphs'
 #: reserve: 8 MiB per captured token count, or 1.5 GiB for an MLA model, none where they are off.
@@ -23,6 +23,8 @@ from mmcli.errors import InputError
 #: default backend (tc_piecewise) keeps the graphs for the multimodal architectures SGLang lists.
 #: "prefill-breakable" (0.5.15): the prefill backend on CUDA is "breakable", whose own rules
 #: turn the graphs off for MLA, multimodal models and DeepSeek-V4 (8 MiB per count otherwise).
+#: "breakable-allowlist" (0.5.16, 0.5.17): as "prefill-breakable", but the multimodal
+#: architectures SGLang allowlists keep the graphs (the reserve moves to reserve_for_graph_mb).
 FractionRule = Literal[
     "tp-table",
     "tp-table-b200",
@@ -31,6 +33,7 @@ FractionRule = Literal[
     "reserve-pcg",
     "prefill-config",
     "prefill-breakable",
+    "breakable-allowlist",
     "unread",
 ]
 #: How a release sizes the state pool of a hybrid GDN / Mamba model: "none" (no such model),
@@ -191,7 +194,7 @@ RELEASES = (
 #: 0.5.16 mem_cache/kv_cache_configurator.py KVCacheConfigurator, the same formulas, its
 #: post-capture resize off by default: SGLANG_ENABLE_POST_CAPTURE_KV_SIZING False). Their
 #: default fraction (cuda_graph_config from 0.5.14; arg_groups/memory_hook.py from 0.5.19) is
-#: not mirrored.
+#: mirrored up to 0.5.17 (_GRAPH_RULES below).
 _CONFIGURATOR = replace(
     RELEASES[-1],
     fraction_rule="unread",
@@ -203,9 +206,22 @@ _CONFIGURATOR = replace(
 #: model_executor/cuda_graph_config.py:91); 0.5.15 :3469 (prefill backend "breakable" on CUDA,
 #: cuda_graph_config.py:101; its rules in ``_disable_breakable_cudagraph_if_incompatible``). The
 #: 0.5.15 additions for disaggregation and DeepEP (+2 GiB) are off in a plain launch
-#: (disaggregation_mode "null", moe_a2a_backend "none"). 0.5.16 on (reserve_for_graph_mb) are
-#: not mirrored.
-_GRAPH_RULES: dict[int, FractionRule] = {14: "prefill-config", 15: "prefill-breakable"}
+#: (disaggregation_mode "null", moe_a2a_backend "none"). 0.5.16 :3900 (graph reserve in
+#: ``reserve_for_graph_mb`` :4164, the same sum; the ``post_capture_kv_sizing_planned`` branch
+#: :4055 is off by default, environ.py:337 SGLANG_ENABLE_POST_CAPTURE_KV_SIZING False): the
+#: breakable rules (:3763) keep the graphs for configs/model_config.py:1785's multimodal
+#: architectures. 0.5.17 (server_args.py:4607) no longer clamps them to --context-length (the
+#: clamp moved to capture time, after the fraction) and keeps them for an MLA model with
+#: DeepSeek sparse attention (refused by geometry) and turns them off for Nemotron-H (a hybrid,
+#: refused): the same rule for the models mirrored. 0.5.18 on are not mirrored.
+_GRAPH_RULES: dict[int, FractionRule] = {
+    14: "prefill-config",
+    15: "prefill-breakable",
+    16: "breakable-allowlist",
+    17: "breakable-allowlist",
+}
+#: The releases whose fraction clamps the prefill graphs to --context-length (0.5.14 – 0.5.16).
+_CLAMPED_TO_CONTEXT = (14, 15, 16)
 RELEASES = (
     *RELEASES,
     *(
@@ -213,7 +229,7 @@ RELEASES = (
             _CONFIGURATOR,
             release=f"0.5.{n}",
             fraction_rule=_GRAPH_RULES.get(n, "unread"),
-            prefill_graphs_clamped_to_context=n in _GRAPH_RULES,
+            prefill_graphs_clamped_to_context=n in _CLAMPED_TO_CONTEXT,
         )
         for n in range(14, 18)
     ),
