@@ -53,7 +53,9 @@ def fraction(release: str, gpu: int, tp: int, doc: dict[str, Any] | None = None,
     )
 
 
-@pytest.mark.parametrize("release", ["0.5.14", "0.5.15", "0.5.15.post1"])
+#: 0.5.16 and 0.5.17 add the same terms, grouped as reserve_for_graph_mb() (0.5.16
+#: server_args.py:4164: decode max_bs × 2 + the prefill graphs' 8 MiB per count).
+@pytest.mark.parametrize("release", ["0.5.14", "0.5.15", "0.5.15.post1", "0.5.16", "0.5.17"])
 @pytest.mark.parametrize(
     ("gpu", "tp", "expected"),
     [

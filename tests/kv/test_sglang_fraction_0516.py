@@ -51,24 +51,8 @@ def fraction(release: str, gpu: int, tp: int, doc: dict[str, Any] | None = None,
     )
 
 
-@pytest.mark.parametrize("release", RELEASES)
-@pytest.mark.parametrize(
-    ("gpu", "tp", "expected"),
-    [
-        # H100 tp 1: chunk 8192, decode max_bs 256; 58 counts up to 8192: 512 + 12,288 + 128 +
-        # (512 + 464) = 13,904 MiB; 67,655 / 81,559 = 0.8295.
-        (H100, 1, 0.830),
-        # tp 4: max_bs 512: 512 + 12,288 + 512 + (1,024 + 464) = 14,800; 66,759 / 81,559 = 0.8185.
-        (H100, 4, 0.819),
-        # 24 GB tp 1: chunk 2048, max_bs 24; 42 counts: 512 + 3,072 + 128 + (48 + 336) = 4,096;
-        # 20,468 / 24,564 = 0.8333.
-        (CARD_24GB, 1, 0.833),
-        # tp 4: max_bs 80: 512 + 3,072 + 512 + (160 + 336) = 4,592; 19,972 / 24,564 = 0.8131.
-        (CARD_24GB, 4, 0.813),
-    ],
-)
-def test_dense_model(release: str, gpu: int, tp: int, expected: float) -> None:
-    assert fraction(release, gpu, tp).value == expected
+# The dense reserve of 0.5.16 / 0.5.17 is 0.5.14's sum, grouped as reserve_for_graph_mb()
+# (server_args.py:4164): test_sglang_fraction_0514.py's dense test runs these releases too.
 
 
 @pytest.mark.parametrize("release", RELEASES)
