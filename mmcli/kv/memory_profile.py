@@ -73,6 +73,7 @@ def compare_memory(
         default_max_num_seqs,
         resolve_gpu,
     )
+    from mmcli.kv.whatif.runner import default_runner, graph_term_subtracted
 
     p = log.profile
     if not p.any():
@@ -127,10 +128,12 @@ def compare_memory(
         else None
     )
     non_torch = _gib(c.non_torch(tp).bytes)
+    runner = default_runner(doc or {}, rules)
+    inputs["model_runner"] = (runner, "the release's default for the config")
     graphs = (
         _gib(
             c.cuda_graphs(
-                seqs, subtracted=rules.cudagraph_estimate_subtracted, enforce_eager=eager
+                seqs, subtracted=graph_term_subtracted(runner, rules), enforce_eager=eager
             ).bytes
         )
         if seqs is not None

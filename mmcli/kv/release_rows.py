@@ -9,6 +9,18 @@ from typing import Final
 #: The newest release whose rules are mirrored: the default.
 NEWEST: Final = "0.34"
 
+#: DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES of config/vllm.py, as the rows below change it.
+_QWEN3: Final = ("Qwen3ForCausalLM",)
+_DENSE_24: Final = ("LlamaForCausalLM", "MistralForCausalLM", *_QWEN3)
+_MOE_24: Final = ("DeepseekV2ForCausalLM", "GraniteMoeForCausalLM", "Qwen2MoeForCausalLM")
+_V2_26: Final = (
+    *_MOE_24,
+    "InklingForCausalLM",
+    "InklingForConditionalGeneration",
+    "LongcatFlashNgramForCausalLM",
+)
+_V2_27: Final = (*_V2_26, "KimiK3ForConditionalGeneration")
+
 #: (first release, what changed). The first row is the oldest behaviour mirrored.
 CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
     (
@@ -48,6 +60,9 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "cudagraph_estimate_subtracted": False,
             "largest_batch_tier": False,
             "gb10_small_tier": False,
+            "v2_runner_default": "never",
+            "v2_runner_architectures": (),
+            "v2_cudagraph_estimate": "zero",
             "dsa_auto_ds_mla": False,
             "dsa_fp8_hook": False,
             "dsa_fp8_backend": False,
@@ -115,11 +130,30 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "kv_scheme_fp8": "auto",
             "mm_prefix_batch_floor": True,
             "all_mode_speculative_blocks": True,
+            "v2_runner_default": "listed-dense",
+            "v2_runner_architectures": ("Qwen3ForCausalLM",),
         },
     ),
-    ("0.26", {"in_flight_reserve": True, "hybrid_prefix_caching_default": True}),
-    ("0.27", {"mla_hybrid_alignment": 128}),
-    ("0.28", {"largest_batch_tier": True}),
+    ("0.23", {"v2_runner_architectures": ("LlamaForCausalLM", "MistralForCausalLM", *_QWEN3)}),
+    ("0.24", {"v2_runner_default": "listed", "v2_runner_architectures": (*_DENSE_24, *_MOE_24)}),
+    ("0.25", {"v2_runner_default": "dense-or-listed", "v2_runner_architectures": _MOE_24}),
+    (
+        "0.26",
+        {
+            "in_flight_reserve": True,
+            "hybrid_prefix_caching_default": True,
+            "v2_runner_architectures": _V2_26,
+        },
+    ),
+    ("0.27", {"mla_hybrid_alignment": 128, "v2_runner_architectures": _V2_27}),
+    (
+        "0.28",
+        {
+            "largest_batch_tier": True,
+            "v2_runner_default": "hybrid-listed",
+            "v2_runner_architectures": (*_V2_27, "DeepseekV4ForCausalLM"),
+        },
+    ),
     (
         "0.29",
         {
@@ -128,6 +162,8 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "pad_unequal_pages": True,
             "hunyuan_cla_starts": True,
             "cohere2_window_plus_one": True,
+            "v2_runner_default": "always",
+            "v2_cudagraph_estimate": "profiled",
         },
     ),
     ("0.30", {"yarn_scales_max_len": False}),
@@ -146,6 +182,8 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "default_block_size": 64,
             "default_gpu_memory_utilization": 1.0,
             "extensible_kv_cache": True,
+            "v2_runner_default": "only",
+            "v2_cudagraph_estimate": "unless-extensible",
         },
     ),
 )

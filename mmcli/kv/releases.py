@@ -133,6 +133,19 @@ class EngineRules:
     #: ``get_batch_defaults`` (engine/arg_utils.py): a GPU with at least 160 GiB takes the
     #: largest tier, 16384 batched tokens for ``vllm serve`` too (0.28; before, 8192).
     largest_batch_tier: bool
+    #: The model runner a model starts on by default (``use_v2_model_runner``, config/vllm.py;
+    #: ``VLLM_USE_V2_MODEL_RUNNER`` unset): "never" (V1 only), "listed-dense" (0.22: V2 for
+    #: a listed architecture that is neither MoE nor quantized), "listed" (0.24: any listed
+    #: one), "dense-or-listed" (0.25: not hybrid nor attention-free, and listed or not MoE),
+    #: "hybrid-listed" (0.28: a hybrid only when listed), "always" (0.29), "only" (0.34: the
+    #: V1 model runner, v1/worker/gpu_model_runner.py, is removed).
+    v2_runner_default: str
+    #: ``DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES`` (config/vllm.py).
+    v2_runner_architectures: tuple[str, ...]
+    #: The V2 runner's ``profile_cudagraph_memory`` (v1/worker/gpu/model_runner.py): "zero"
+    #: (returns 0, 0.22), "profiled" (a real estimate, 0.29), "unless-extensible" (0 again
+    #: when the extensible KV cache is on, 0.34).
+    v2_cudagraph_estimate: str
     #: The GB10 (DGX Spark, compute capability 12.1) stays on the small tier though it has
     #: the memory of a large GPU (0.33).
     gb10_small_tier: bool

@@ -150,6 +150,9 @@ FIELD_WORDS: dict[str, str] = {
     "cudagraph_estimate_subtracted": r"CUDA-graph memory estimate",
     "largest_batch_tier": r"160 GiB",
     "gb10_small_tier": r"GB10",
+    "v2_runner_default": r"V2 model runner",
+    "v2_runner_architectures": r"V2 by default for",
+    "v2_cudagraph_estimate": r"V2 runner's CUDA-graph estimate",
 }
 
 

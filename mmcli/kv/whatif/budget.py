@@ -104,6 +104,7 @@ def _components(
         default_max_num_seqs,
         resolve_gpu,
     )
+    from mmcli.kv.whatif.runner import default_runner, graph_term_subtracted
 
     if profile is None:
         return (), (), None
@@ -118,8 +119,12 @@ def _components(
         device, entry=profile.entry, rules=rules
     )
     seqs = profile.max_num_seqs or default_max_num_seqs(device, rules=rules)
+    runner = default_runner(profile.doc, rules)
     graphs = c.cuda_graphs(
-        seqs, subtracted=rules.cudagraph_estimate_subtracted, enforce_eager=profile.enforce_eager
+        seqs,
+        subtracted=graph_term_subtracted(runner, rules),
+        enforce_eager=profile.enforce_eager,
+        runner=runner,
     )
     if reserve is not None:
         notes.append("--reserve replaces the activation peak, non-torch and CUDA-graph figures")

@@ -174,22 +174,27 @@ def capture_sizes(max_num_seqs: int) -> int:
     return len([s for s in [1, 2, 4, *range(8, 256, 8), *range(256, top + 1, 16)] if s <= top])
 
 
-def cuda_graphs(max_num_seqs: int, *, subtracted: bool, enforce_eager: bool) -> Component:
+def cuda_graphs(
+    max_num_seqs: int, *, subtracted: bool, enforce_eager: bool, runner: str = "v1"
+) -> Component:
     """The CUDA-graph memory estimate: capture sizes × one graph's bytes; 0 with
-    ``--enforce-eager`` or where the release does not subtract it."""
+    ``--enforce-eager`` or where the release's ``runner`` (``"v1"`` / ``"v2"``, the model
+    runner the plan assumes, :mod:`mmcli.kv.whatif.runner`) does not subtract it."""
     count = capture_sizes(max_num_seqs)
     size = count * GRAPH_BYTES if subtracted and not enforce_eager else 0
     inputs = {
         "max_num_seqs": max_num_seqs,
         "capture_sizes": count,
         "graph_bytes": GRAPH_BYTES,
+        "model_runner": runner,
         "subtracted": subtracted,
         "enforce_eager": enforce_eager,
     }
     return Component(
-        "CUDA-graph estimate",
+        f"CUDA-graph estimate, {runner.upper()} runner",
         size,
         inputs,
-        "profile_cudagraph_memory (v1/worker/gpu_model_runner.py), subtracted when "
+        "profile_cudagraph_memory of the model runner (V1: v1/worker/gpu_model_runner.py, "
+        "V2: v1/worker/gpu/model_runner.py), subtracted when "
         "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS is on",
     )
