@@ -235,6 +235,12 @@ def apply_serve(request: PlanRequest) -> ServeArgs:
                 hint="give the setting once, on the serve line or as an mmcli option",
             )
         object.__setattr__(request, name, value)
+    if args.graphs and request.gpu is not None and not request.enforce_eager:
+        raise InputError(
+            f"{', '.join(args.graphs)} on the serve line change(s) the CUDA graphs that the "
+            "--gpu estimate counts with the release's default capture sizes",
+            hint="plan with --memory (the KV memory the engine logs), or without the flag",
+        )
     if args.weights and request.gpu is not None and request.weights is None:
         raise InputError(
             f"{', '.join(args.weights)} on the serve line change(s) the weights that --gpu "

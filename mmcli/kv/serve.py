@@ -74,6 +74,17 @@ REFUSED: dict[str, str] = {
 #: Settings that change the weights' memory: they matter when ``--gpu`` derives the KV memory
 #: from the weights mmcli reads (give ``--weights`` the size they load to).
 WEIGHTS = frozenset({"quantization", "cpu_offload_gb", "offload_backend", "load_format", "dtype"})
+#: Settings that change the CUDA graphs captured (their sizes, their mode, the compilation
+#: level): they matter when ``--gpu`` estimates the graphs' memory from the release defaults.
+GRAPHS = frozenset(
+    {
+        "compilation_config",
+        "optimization_level",
+        "max_cudagraph_capture_size",
+        "cuda_graph_sizes",
+        "max_seq_len_to_capture",
+    }
+)
 
 #: Settings listed among the applied ones as what the plan assumes, though they set no field of
 #: the plan (the multimodal limits change the profiling run, not the KV cache's layout).
@@ -97,6 +108,11 @@ class ServeArgs:
     weights: tuple[str, ...] = ()
     #: vLLM setting → the flag as the line wrote it.
     sources: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def graphs(self) -> tuple[str, ...]:
+        """The flags that change the CUDA graphs captured (see :data:`GRAPHS`)."""
+        return tuple(flag for setting, flag in self.sources.items() if setting in GRAPHS)
 
     def request_fields(self) -> dict[str, Any]:
         """The PlanRequest fields the applied settings set."""

@@ -172,3 +172,21 @@ def test_dotted_o_is_the_compilation_config_in_one_release() -> None:
     }
     with pytest.raises(InputError, match="-O is --optimization-level"):
         parse_serve_line("m -O.backend=eager", "0.13.0")
+
+
+@pytest.mark.parametrize(
+    "flag",
+    ["-O3", "--max-cudagraph-capture-size 64", "--compilation-config '{\"cudagraph_mode\": 0}'"],
+)
+def test_graph_flags_with_gpu_are_refused(flag: str) -> None:
+    """A flag that changes the CUDA graphs captured is refused beside --gpu (the estimate's
+    graph term assumes the release's default capture sizes), accepted beside --memory and
+    under --enforce-eager (no graphs)."""
+    import shlex
+
+    line = f"vllm serve samples/kv/qwen3-14b-like.json {flag}"
+    with pytest.raises(InputError, match="CUDA graphs that the --gpu estimate counts"):
+        PlanRequest(serve=shlex.split(line), gpu="H100", weights="28GiB")
+    assert plan_run(PlanRequest(serve=shlex.split(line), memory="20GiB")).exit_code == 0
+    eager = PlanRequest(serve=shlex.split(line), gpu="H100", weights="28GiB", enforce_eager=True)
+    assert plan_run(eager).exit_code in (0, 1)
