@@ -17,7 +17,7 @@ import pytest
 
 from mmcli.errors import InputError
 from mmcli.kv.inputs.layer_config import load_config, read_document
-from mmcli.kv.sglang import SglangOptions, plan_sglang, sglang_rules
+from mmcli.kv.sglang import SglangOptions, plan_sglang
 
 CONFIGS = Path(__file__).parent / "configs"
 QWEN3_235B = CONFIGS / "Qwen--Qwen3-235B-A22B-FP8.json"
@@ -75,22 +75,6 @@ def test_a_budget_the_weights_leave_non_positive_is_its_own_error(release: str) 
     # pool_configurator.py:57).
     small = plan(QWEN3_235B, release=release, tp=4, memory_bytes=1000)
     assert small.refusal is not None and "Not enough memory" in small.refusal
-
-
-@pytest.mark.parametrize(
-    ("spelling", "release"),
-    [
-        ("0.5.12.post1", "0.5.12"),
-        ("0.5.13.post1", "0.5.13"),
-        ("0.5.15.post1", "0.5.15"),
-        ("v0.5.23", "0.5.23"),
-    ],
-)
-def test_post_releases_share_their_base_row(spelling: str, release: str) -> None:
-    # 0.5.15.post1 differs from 0.5.15 in no sizing file but server_args.py (an attention
-    # backend lookup); 0.5.13.post1 in none; 0.5.12.post1 in model_runner.py's kernel warm-up
-    # and the DeepSeek-V4 / SWA pools (not mirrored).
-    assert sglang_rules(spelling).release == release
 
 
 def test_multimodal_models_are_refused_from_0_5_18(tmp_path: Path) -> None:
