@@ -18,6 +18,9 @@ from mmcli.text import quoted
 MAX_COUNT: Final = 2**53
 #: Requests of max_model_len that fit at once: no engine's cache holds a billion.
 MAX_CONCURRENCY: Final = 10**9
+#: A GiB figure, seconds or a concurrency as vLLM prints them: digits, at most one point
+#: (bounded, one group: the log readers build their patterns from it).
+FLOAT: Final = r"(\d{1,15}(?:\.\d{1,12})?)"
 #: How much of a hostile figure an error message shows.
 _SHOWN = 40
 

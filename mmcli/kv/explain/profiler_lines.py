@@ -24,31 +24,30 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any, Final
 
-#: A GiB figure or seconds as vLLM prints them: digits, at most one point.
-_F = r"(\d{1,15}(?:\.\d{1,12})?)"
+from mmcli.kv.explain.log_figures import FLOAT
 
-_WEIGHTS = re.compile(rf"Model loading took {_F} ?GiB")
-_V0_WEIGHTS = re.compile(rf"Loading model weights took {_F} ?GB")
-_TAKES = re.compile(rf"Memory profiling takes {_F} seconds")
-_V1_NON_KV = re.compile(rf"Total non KV cache memory: {_F} ?GiB")
-_V1_PEAK = re.compile(rf"torch peak memory increase: {_F} ?GiB")
-_V1_NON_TORCH = re.compile(rf"non-torch forward increase memory: {_F} ?GiB")
-_V1_CONSUMED = re.compile(rf"total consumed \(from mem_get_info\): {_F} ?GiB")
-_V1_REQUESTED = re.compile(rf"Requested memory: {_F} \(util\), {_F} ?GiB")
+_WEIGHTS = re.compile(rf"Model loading took {FLOAT} ?GiB")
+_V0_WEIGHTS = re.compile(rf"Loading model weights took {FLOAT} ?GB")
+_TAKES = re.compile(rf"Memory profiling takes {FLOAT} seconds")
+_V1_NON_KV = re.compile(rf"Total non KV cache memory: {FLOAT} ?GiB")
+_V1_PEAK = re.compile(rf"torch peak memory increase: {FLOAT} ?GiB")
+_V1_NON_TORCH = re.compile(rf"non-torch forward increase memory: {FLOAT} ?GiB")
+_V1_CONSUMED = re.compile(rf"total consumed \(from mem_get_info\): {FLOAT} ?GiB")
+_V1_REQUESTED = re.compile(rf"Requested memory: {FLOAT} \(util\), {FLOAT} ?GiB")
 _V0_USABLE = re.compile(
-    rf"total_gpu_memory \({_F} ?GiB\) x gpu_memory_utilization \({_F}\) = {_F} ?GiB"
+    rf"total_gpu_memory \({FLOAT} ?GiB\) x gpu_memory_utilization \({FLOAT}\) = {FLOAT} ?GiB"
 )
 _V0_PARTS = re.compile(
-    rf"model weights take {_F} ?GiB; non_torch_memory takes {_F} ?GiB; PyTorch activation "
-    rf"peak memory takes {_F} ?GiB; the rest of the memory reserved for KV Cache is {_F} ?GiB"
+    rf"model weights take {FLOAT} ?GiB; non_torch_memory takes {FLOAT} ?GiB; PyTorch activation "
+    rf"peak memory takes {FLOAT} ?GiB; the rest of the memory reserved for KV Cache is {FLOAT} ?GiB"
 )
 _V0_RESULTS = "Memory profiling results:"
-_V0_ITEM = re.compile(rf"\b(\w{{1,40}})={_F}(?:GiB)?\b")
-_GRAPH_ESTIMATE = re.compile(rf"Estimated CUDA graph memory: {_F} ?GiB total")
-_GRAPH_TOOK = re.compile(rf"Graph capturing finished in {_F} secs, took {_F} ?GiB")
+_V0_ITEM = re.compile(rf"\b(\w{{1,40}})={FLOAT}(?:GiB)?\b")
+_GRAPH_ESTIMATE = re.compile(rf"Estimated CUDA graph memory: {FLOAT} ?GiB total")
+_GRAPH_TOOK = re.compile(rf"Graph capturing finished in {FLOAT} secs, took {FLOAT} ?GiB")
 _WARMUP = re.compile(
-    rf"Memory after warmup: {_F} GiB free, {_F} GiB committed to the KV cache, {_F} GiB kept "
-    "for transient activations"
+    rf"Memory after warmup: {FLOAT} GiB free, {FLOAT} GiB committed to the KV cache, "
+    rf"{FLOAT} GiB kept for transient activations"
 )
 
 

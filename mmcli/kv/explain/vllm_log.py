@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from mmcli.errors import InputError
-from mmcli.kv.explain.log_figures import check_figures
+from mmcli.kv.explain.log_figures import FLOAT, check_figures
 from mmcli.kv.explain.profiler_lines import MemoryProfile, parse_profile_line
 from mmcli.kv.inputs.readers import read_head
 from mmcli.text import printable
@@ -30,8 +30,6 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _PREFIX = re.compile(r"^\s*\((?P<label>[A-Za-z][^()]{0,200})\)")
 _PROCESS = re.compile(r"\s(?:pid|rank)=\d")
 _NUM = r"(\d{1,3}(?:,\d{3}){1,6}|\d{1,18})"
-#: A GiB figure or a concurrency as vLLM prints them: digits, at most one point.
-_FLOAT = r"(\d{1,15}(?:\.\d{1,12})?)"
 #: Longer lines are skipped: no KV line of a start-up is near it, and the work per line
 #: stays bounded (the non-default-args line is a few KiB).
 MAX_LINE = 65_536
@@ -40,9 +38,9 @@ _RELEASE = (
     re.compile(r"vLLM API server version (v?\d[\w.+-]*)"),
     re.compile(r"Initializing an? (?:V\d )?LLM engine \((v?\d[\w.+-]*)\)"),
 )
-_AVAILABLE = re.compile(rf"Available KV cache memory: {_FLOAT} GiB")
+_AVAILABLE = re.compile(rf"Available KV cache memory: {FLOAT} GiB")
 _TOKENS = re.compile(rf"GPU KV cache size: {_NUM} tokens")
-_CONCURRENCY = re.compile(rf"Maximum concurrency for {_NUM} tokens per request: {_FLOAT}x")
+_CONCURRENCY = re.compile(rf"Maximum concurrency for {_NUM} tokens per request: {FLOAT}x")
 _BLOCKS = (
     re.compile(r"# GPU blocks: (\d+)"),
     re.compile(r"num_gpu_blocks is: (\d+)"),
@@ -60,8 +58,8 @@ _ARCH = re.compile(r"Resolved architecture: (\w+)")
 _PADDING = re.compile(r"Add (\d+) padding layers")
 _AUTO_FIT = re.compile(r"Auto-fit max_model_len: reduced from (\d+) to (\d+)")
 _REFUSAL = re.compile(
-    rf"max seq len \((\d{{1,18}})\), \({_FLOAT} GiB KV cache is needed, which is larger than "
-    rf"the available KV cache memory \({_FLOAT} GiB\)"
+    rf"max seq len \((\d{{1,18}})\), \({FLOAT} GiB KV cache is needed, which is larger than "
+    rf"the available KV cache memory \({FLOAT} GiB\)"
 )
 _ESTIMATED = re.compile(r"estimated maximum model length is (\d+)")
 _OLD_REFUSAL = re.compile(

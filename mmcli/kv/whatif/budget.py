@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 from mmcli.errors import InputError
 from mmcli.kv.inputs.model_source import ModelSource
 from mmcli.kv.inputs.weights import WeightsFigure, weights_figure
-from mmcli.kv.release_range import refuse_unmirrored_release
 from mmcli.kv.releases import rules_for
 from mmcli.kv.whatif.gpus import Estimate
 
@@ -54,7 +53,6 @@ def gpu_budget(
     figure = weights_figure(weights, source, revision)
     if engine in ("sglang", "trtllm"):
         return None, figure
-    refuse_unmirrored_release(vllm_version)
     rules = rules_for(vllm_version)
     share = rules.default_gpu_memory_utilization if utilization is None else utilization
     args = (share, reserve, tensor_parallel_size, pipeline_parallel_size)
