@@ -21,6 +21,9 @@ class GPU:
     #: Where the reading comes from.
     source: str
     aliases: tuple[str, ...] = ()
+    #: Whether the GPU shares the host's memory (DGX Spark's GB10): vLLM's profile then counts
+    #: memory the host takes while it profiles as the engine's own non-torch memory.
+    unified: bool = False
 
     @property
     def total_gib(self) -> float:
@@ -139,5 +142,6 @@ GPUS: Final[tuple[GPU, ...]] = (
         "unified memory shared with the CPU: torch reports 121.69 GiB per GB10, "
         "https://github.com/MiaAI-Lab/GLM-5.3-Flash-EXL3-2x-DGX-Sparks/issues/204",
         ("DGX-Spark", "Spark"),
+        unified=True,
     ),
 )

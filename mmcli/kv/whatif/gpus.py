@@ -104,6 +104,12 @@ class Estimate:
     notes: tuple[str, ...] = ()
 
     @property
+    def upper_bound(self) -> bool:
+        """Whether the estimate is an upper bound: on a unified-memory GPU, vLLM's profile
+        counts host memory taken while it profiles, which no figure here includes."""
+        return self.gpu.unified
+
+    @property
     def extensible(self) -> bool:
         """Whether the release sizes an extensible KV cache (a margin below the headroom)."""
         return self.margin_bytes > 0
@@ -152,7 +158,7 @@ class Estimate:
             *terms,
             (f"− {share}", -self.weights_per_gpu_bytes),
             *held,
-            ("= KV cache per GPU (estimate)", self.kv_bytes),
+            (f"= KV cache per GPU ({self._label})", self.kv_bytes),
         ]
 
     def formula(self) -> str:
@@ -162,8 +168,12 @@ class Estimate:
         margin = f" − {self.margin_cut_bytes / GIB:.2f} GiB" if self.margin_cut_bytes else ""
         return (
             f"{self.gpu.total_gib:.2f} GiB × {self.utilization:g}{margin} − {weights} − "
-            f"{self.reserve_bytes / GIB:.2f} GiB = {self.kv_bytes / GIB:.2f} GiB (estimate)"
+            f"{self.reserve_bytes / GIB:.2f} GiB = {self.kv_bytes / GIB:.2f} GiB ({self._label})"
         )
+
+    @property
+    def _label(self) -> str:
+        return "estimate, an upper bound" if self.upper_bound else "estimate"
 
     def memory_bytes(self) -> int:
         """The KV memory to plan with; refuses an estimate that leaves nothing."""
@@ -184,6 +194,8 @@ class Estimate:
             doc |= {"components": [c.to_json() for c in self.components]}
         if self.notes:
             doc |= {"notes": list(self.notes)}
+        if self.upper_bound:
+            doc |= {"upper_bound": True}
         return doc
 
     def _json(self) -> dict[str, Any]:
@@ -245,6 +257,8 @@ def estimate_kv_budget(
     check_positive("--pipeline-parallel-size", pp)
     peak = reserve if transient is None else transient
     margin = max(GIB, int(peak * EXTENSIBLE_MARGIN_FRACTION)) if extensible else 0
+    if gpu.unified:
+        notes = (*notes, UNIFIED_MEMORY_NOTE.format(gpu=gpu.name))
     return Estimate(
         gpu,
         utilization,
@@ -260,6 +274,15 @@ def estimate_kv_budget(
     )
 
 
+#: On a unified-memory GPU vLLM's memory snapshot takes the free memory as the host's
+#: (vllm/utils/mem_utils.py ``MemorySnapshot.measure``: ``psutil.virtual_memory().available``
+#: on Orin, Thor and Spark from 0.11.1, on integrated GPUs from 0.20; cudaMemGetInfo reports
+#: the system's free memory before), and counts whatever is not torch's as non-torch memory.
+UNIFIED_MEMORY_NOTE: Final = (
+    "{gpu} shares the host's memory: vLLM counts the memory the host takes while it profiles "
+    "(torch.compile's workers, the engine process, other programs) as its own non-torch "
+    "memory, which this estimate cannot know; the KV memory is at most this estimate"
+)
 #: The extensible KV cache's margin below the device headroom: max(1 GiB, 0.75 × the
 #: transient peak), for which the estimate takes its reserve (vLLM 0.34
 #: v1/worker/extensible_kv_cache.py, ``KV_CACHE_MARGIN_FLOOR_BYTES`` on CUDA and

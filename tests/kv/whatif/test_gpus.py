@@ -262,3 +262,20 @@ def test_every_name_and_alias_resolves_to_its_entry() -> None:
     for gpu in GPUS:
         for text in (gpu.name, *gpu.aliases):
             assert resolve_gpu(text) is gpu, text
+
+
+def test_a_unified_memory_gpu_makes_the_estimate_an_upper_bound() -> None:
+    """The GB10 shares the host's memory: vLLM's memory snapshot takes the free memory as the
+    host's (vLLM 0.13.0 vllm/utils/mem_utils.py ``MemorySnapshot.measure``, compute capability
+    12.1; 0.20.0 the same for every integrated GPU), so what the host takes while vLLM profiles
+    is charged as non-torch memory. The estimate says it is an upper bound; a discrete GPU's
+    does not."""
+    spark = estimate_kv_budget(resolve_gpu("DGX Spark"), 0.5, 20 * GIB)
+    assert spark.upper_bound and spark.to_json()["upper_bound"] is True
+    assert spark.terms()[-1][0] == "= KV cache per GPU (estimate, an upper bound)"
+    assert spark.formula().endswith("(estimate, an upper bound)")
+    assert any("shares the host's memory" in note for note in spark.notes)
+    assert [g.name for g in GPUS if g.unified] == ["GB10"]
+    h100 = estimate_kv_budget(resolve_gpu("H100"), 0.5, 20 * GIB)
+    assert not h100.upper_bound and "upper_bound" not in h100.to_json()
+    assert h100.terms()[-1][0] == "= KV cache per GPU (estimate)" and not h100.notes
