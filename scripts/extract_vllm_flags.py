@@ -10,8 +10,10 @@ serve front end (``make_arg_parser`` and the ``FrontendArgs`` dataclass, whose f
 A flag made from a config dataclass field
 (``add_argument("--max-model-len", **model_kwargs["max_model_len"])`` with
 ``model_kwargs = get_kwargs(ModelConfig)``) takes its kind from the field's annotation, as vLLM's
-``get_kwargs`` does: a ``bool`` field is a ``--x / --no-x`` pair, a dataclass or dict field takes
-JSON, ``bool | str | None`` takes an optional value, anything else one value.
+``get_kwargs`` does: a dataclass field takes JSON, a ``bool`` field is a ``--x / --no-x`` pair
+(``bool | str | None`` takes an optional value), a ``Literal`` one value, a list, tuple or set
+field one or more values (``nargs="+"``), a dict field JSON, anything else one value; the serve
+front end's ``_customize_cli_kwargs`` turns some list fields back into JSON or one value.
 
 Each release is stored whole for the newest and as a delta (``added`` / ``removed`` flags) to
 the next newer release for the others, which keeps the file small.
@@ -77,9 +79,77 @@ def kind_of(annotation: str | None, classes: dict[str, Any]) -> str:
     if "bool" in tokens:
         return "optional" if "str" in tokens else "bool"
     configs = {t for t in tokens if t in classes and t.endswith("Config")}
-    if configs or tokens & {"dict", "Dict"} or "dict[" in annotation:
+    if configs:
+        return "json"
+    members = union_members(annotation)
+    if "Literal" not in members and members & {"list", "List", "tuple", "Tuple", "set", "Set"}:
+        return "list"
+    if tokens & {"dict", "Dict"} or "dict[" in annotation:
         return "json"
     return "value"
+
+
+def union_members(annotation: str) -> set[str]:
+    """The outer names of a union's members, as vLLM's ``get_type_hints`` splits it:
+    ``list[int] | None`` → {"list", "None"}; ``Annotated[X, ...]`` is X."""
+    try:
+        node = ast.parse(annotation, mode="eval").body
+    except SyntaxError:
+        return set()
+
+    def members(node: ast.expr) -> set[str]:
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+            return members(node.left) | members(node.right)
+        if isinstance(node, ast.Subscript):
+            outer = ast.unparse(node.value).split(".")[-1]
+            args = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            if outer in ("Union", "Optional"):
+                return set().union(*(members(a) for a in args)) | (
+                    {"None"} if outer == "Optional" else set()
+                )
+            if outer == "Annotated":
+                return members(args[0])
+            return {outer}
+        return {ast.unparse(node).split(".")[-1]}
+
+    return members(node)
+
+
+def frontend_overrides(tree: ast.Module) -> dict[str, str]:
+    """What the front end changes in its fields' kwargs (``FrontendArgs.add_cli_args``, from
+    later ``_customize_cli_kwargs``): ``frontend_kwargs["x"]["type"] = json.loads``
+    makes a JSON flag, ``del frontend_kwargs["x"]["nargs"]`` or an ``append`` action one value
+    per use."""
+    kinds: dict[str, str] = {}
+
+    def field_of(node: ast.expr) -> str | None:
+        # frontend_kwargs["x"]["nargs"] -> ("x", "nargs")
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Subscript):
+            outer, inner = node.value.slice, node.slice
+            if isinstance(outer, ast.Constant) and isinstance(inner, ast.Constant):
+                return f"{outer.value}:{inner.value}"
+        return None
+
+    for func in ast.walk(tree):
+        if not (isinstance(func, ast.FunctionDef) and "frontend_kwargs" in ast.unparse(func)):
+            continue
+        for node in ast.walk(func):
+            targets: list[ast.expr] = []
+            if isinstance(node, ast.Delete):
+                targets = node.targets
+            elif isinstance(node, ast.Assign):
+                targets = node.targets
+            for target in targets:
+                key = field_of(target)
+                if key is None:
+                    continue
+                field, part = key.split(":")
+                value = ast.unparse(node.value) if isinstance(node, ast.Assign) else ""
+                if part == "type" and "json.loads" in value:
+                    kinds[field] = "json"
+                elif part == "nargs" or (part == "action" and "append" in value):
+                    kinds.setdefault(field, "value")
+    return kinds
 
 
 def call_flags(call: ast.Call, kwargs_of: dict[str, str], classes: dict[str, Any]) -> dict:
@@ -112,6 +182,8 @@ def call_flags(call: ast.Call, kwargs_of: dict[str, str], classes: dict[str, Any
             kind = "json"
         elif kw.arg == "nargs" and ast.unparse(value) == "'?'" and kind is None:
             kind = "optional"
+        elif kw.arg == "nargs" and ast.unparse(value) in ("'+'", "'*'") and kind is None:
+            kind = "list"
     longs = [n for n in names if n.startswith("--")]
     if dest is None:
         dest = (longs or names)[0].lstrip("-").replace("-", "_")
@@ -146,12 +218,15 @@ def release_flags(root: Path) -> tuple[dict[str, dict], list[str]]:
             for item in node.body:
                 if isinstance(item, ast.FunctionDef) and item.name == "add_cli_args":
                     flags += function_flags(item, classes)
+    overrides: dict[str, str] = {}
     for name in FRONTEND_FILES:
         path = root / name
         if not path.is_file():
             continue
         read.append(name)
-        for node in ast.parse(path.read_text()).body:
+        tree = ast.parse(path.read_text())
+        overrides |= frontend_overrides(tree)
+        for node in tree.body:
             if isinstance(node, ast.FunctionDef) and node.name == "make_arg_parser":
                 flags += function_flags(node, classes)
         for cls in ("FrontendArgs",):
@@ -160,7 +235,7 @@ def release_flags(root: Path) -> tuple[dict[str, dict], list[str]]:
                 seen.add(cls)
                 bases, fields = classes[cls]
                 for field, annotation in fields.items():
-                    kind = kind_of(annotation, classes)
+                    kind = overrides.get(field) or kind_of(annotation, classes)
                     flags.append(
                         {"names": ["--" + field.replace("_", "-")], "dest": field, "kind": kind}
                     )
@@ -197,7 +272,7 @@ def main(source: str) -> None:
             "wheels": {v: f"vllm=={v} (PyPI wheel, python files)" for v in versions},
             "files_read": files,
             "kinds": "bool: --x and --no-x; flag: store_true; json: a JSON value; "
-            "optional: bare or a value; value: one value",
+            "optional: bare or a value; value: one value; list: one or more values",
         },
         "newest": newest,
         "releases": releases,

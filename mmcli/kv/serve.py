@@ -15,10 +15,18 @@ import json
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import takewhile
 from typing import Any
 
 from mmcli.errors import InputError
-from mmcli.kv.serve_flags import Flag, flags_release, index, where_else
+from mmcli.kv.serve_flags import (
+    Flag,
+    flags_release,
+    index,
+    is_argument,
+    optimization_form,
+    where_else,
+)
 from mmcli.text import quoted
 
 #: vLLM setting (the flag's long name in snake case) → the PlanRequest field it sets and how its
@@ -182,7 +190,7 @@ def parse_serve_line(line: str | Sequence[str], release: str | None = None) -> S
             continue
         name, value, keys = _spelling(token)
         if name.startswith("-O") and not name.startswith("--"):
-            form = _optimization(token, name, value, keys, tokens, i, spelled, dotted_cc)
+            form = optimization_form(token, name, value, keys, tokens, i, spelled, dotted_cc)
             name, value, keys, i = form
         negated = False
         flag: Flag | None = spelled.get(name)
@@ -204,14 +212,19 @@ def parse_serve_line(line: str | Sequence[str], release: str | None = None) -> S
                 )
             parsed: Any = not negated
         else:
+            taken: list[str] = []
             if value is None and flag.kind == "optional":
                 if i < len(tokens) and not tokens[i].startswith("-"):
                     value, i = tokens[i], i + 1
-            elif value is None:
-                if i >= len(tokens):
+            elif value is None:  # a list (nargs "+") takes every argument up to the next flag
+                many = flag.kind == "list"
+                taken = list(takewhile(is_argument, tokens[i:])) if many else tokens[i : i + 1]
+                if not taken:
                     raise InputError(f"--serve: {name} needs a value", hint=f"{name} VALUE")
-                value, i = tokens[i], i + 1
+                value, i = taken[0], i + len(taken)
             parsed = True if value is None else _json_value(flag, name, value, keys)
+            if flag.kind == "list":
+                parsed = [_scalar(v) for v in taken or [str(value)]]
         setting = flag.name[2:].replace("-", "_") if flag.name.startswith("--") else flag.dest
         if keys and isinstance(values.get(setting), dict):
             _merge(values[setting], parsed)
@@ -219,39 +232,6 @@ def parse_serve_line(line: str | Sequence[str], release: str | None = None) -> S
             values[setting] = parsed
         sources[setting] = name
     return _classify(mirrored, model, values, sources, release)
-
-
-def _optimization(
-    token: str,
-    name: str,
-    value: str | None,
-    keys: list[str],
-    tokens: list[str],
-    i: int,
-    spelled: dict[str, Flag],
-    dotted_cc: bool,
-) -> tuple[str, str | None, list[str], int]:
-    """``-O3``, ``-O=3``, ``-O 3`` (a level 0-3), ``-O.level=3``, as the release reads them:
-    where ``-O`` is ``--compilation-config`` a level is its ``level`` key, else ``-O`` is
-    ``--optimization-level``, which takes no dotted keys (``dotted_cc``: the release reads
-    ``-O.KEY`` as ``-cc.KEY``)."""
-    if name != "-O":  # -O3, -Odecode: the rest of the token (with a dot: the whole rest)
-        value, keys = token[2:], []
-    elif value is None and not keys and i < len(tokens) and tokens[i] in {"0", "1", "2", "3"}:
-        value, i = tokens[i], i + 1
-    elif value is None or keys:  # -O '{…}', -O.level 3, -O.level=3
-        if "-O" not in spelled and keys and dotted_cc:
-            return "-cc", value, keys, i
-        if "-O" not in spelled and keys:
-            raise InputError(
-                f"--serve: {token}: -O is --optimization-level in these flags, which takes no "
-                "dotted keys",
-                hint="write -O3, or --compilation-config.KEY VALUE",
-            )
-        return "-O", value, keys, i
-    if "-O" in spelled:
-        return "-O", value, ["level"], i
-    return "--optimization-level", value, [], i
 
 
 def _json_value(flag: Flag, name: str, value: str, keys: list[str]) -> Any:

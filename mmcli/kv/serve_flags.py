@@ -5,6 +5,7 @@ release's own argument definitions; the newest release whole, the others as delt
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -107,3 +108,45 @@ def where_else(name: str, release: str) -> str:
 def _no_form(name: str, release: str) -> bool:
     flag = index(release).get("--" + name[5:]) if name.startswith("--no-") else None
     return flag is not None and flag.kind == "bool"
+
+
+#: What argparse takes as an argument rather than a flag: no leading "-", or a negative number.
+_NEGATIVE = re.compile(r"-\d+(\.\d*)?|-\.\d+")
+
+
+def is_argument(token: str) -> bool:
+    """Whether ``token`` is a value (argparse: not an option string, or a negative number)."""
+    return not token.startswith("-") or bool(_NEGATIVE.fullmatch(token))
+
+
+def optimization_form(
+    token: str,
+    name: str,
+    value: str | None,
+    keys: list[str],
+    tokens: list[str],
+    i: int,
+    spelled: dict[str, Flag],
+    dotted_cc: bool,
+) -> tuple[str, str | None, list[str], int]:
+    """``-O3``, ``-O=3``, ``-O 3`` (a level 0-3), ``-O.level=3``, as the release reads them:
+    where ``-O`` is ``--compilation-config`` a level is its ``level`` key, else ``-O`` is
+    ``--optimization-level``, which takes no dotted keys (``dotted_cc``: the release reads
+    ``-O.KEY`` as ``-cc.KEY``)."""
+    if name != "-O":  # -O3, -Odecode: the rest of the token (with a dot: the whole rest)
+        value, keys = token[2:], []
+    elif value is None and not keys and i < len(tokens) and tokens[i] in {"0", "1", "2", "3"}:
+        value, i = tokens[i], i + 1
+    elif value is None or keys:  # -O '{…}', -O.level 3, -O.level=3
+        if "-O" not in spelled and keys and dotted_cc:
+            return "-cc", value, keys, i
+        if "-O" not in spelled and keys:
+            raise InputError(
+                f"--serve: {token}: -O is --optimization-level in these flags, which takes no "
+                "dotted keys",
+                hint="write -O3, or --compilation-config.KEY VALUE",
+            )
+        return "-O", value, keys, i
+    if "-O" in spelled:
+        return "-O", value, ["level"], i
+    return "--optimization-level", value, [], i

@@ -190,3 +190,56 @@ def test_graph_flags_with_gpu_are_refused(flag: str) -> None:
     assert plan_run(PlanRequest(serve=shlex.split(line), memory="20GiB")).exit_code == 0
     eager = PlanRequest(serve=shlex.split(line), gpu="H100", weights="28GiB", enforce_eager=True)
     assert plan_run(eager).exit_code in (0, 1)
+
+
+def test_list_flags_are_kinds_of_their_own() -> None:
+    """vLLM 0.34.0 vllm/engine/arg_utils.py ``_compute_kwargs``: a field whose type is a list
+    takes ``nargs="+"`` (``collection_to_kwargs``), so config/model.py's ``served_model_name``,
+    config/compilation.py's ``cudagraph_capture_sizes: list[int] | None`` and the front end's
+    ``api_key: list[str] | None`` take one or more values; the front end's
+    ``_customize_cli_kwargs`` (entrypoints/common/cli_args.py) gives ``allowed_origins``
+    ``json.loads`` and turns ``middleware`` (``append``) and
+    ``disable_access_log_for_endpoints`` back into one value each; ``collect_detailed_traces:
+    list[DetailedTraceModules]`` is a list whose items are a Literal, not a Literal."""
+    newest = flag_table("0.34.0")
+    kinds = {name: newest[name].kind for name in newest}
+    for name in ("--served-model-name", "--cudagraph-capture-sizes", "--api-key"):
+        assert kinds[name] == "list", name
+    assert kinds["--collect-detailed-traces"] == "list"
+    assert kinds["--allowed-origins"] == "json"
+    assert kinds["--middleware"] == kinds["--disable-access-log-for-endpoints"] == "value"
+    assert kinds["--max-model-len"] == "value"
+    # vLLM 0.12.0 config/scheduler.py: cuda_graph_sizes: list[int].
+    assert flag_table("0.12.0")["--cuda-graph-sizes"].kind == "list"
+
+
+@pytest.mark.parametrize(
+    ("line", "release"),
+    [
+        ("m --served-model-name a b", None),
+        ("m --served-model-name=a", None),
+        ("m --api-key k1 k2 k3", None),
+        ("m --cuda-graph-sizes 8 16", "0.12"),
+        ("m --cudagraph-capture-sizes 1 -2 4", None),
+    ],
+)
+def test_a_list_flag_takes_every_value_up_to_the_next_flag(line: str, release: str | None) -> None:
+    """argparse's ``nargs="+"`` takes the arguments up to the next option string (a negative
+    number is an argument): the values after the flag are not a second model, and the flag
+    after them is read."""
+    args = parse_serve_line(f"{line} --max-num-seqs 3", release)
+    assert args.model == "m"
+    assert args.applied == {"max_num_seqs": 3}
+    flag = line.split()[1].split("=")[0]
+    assert flag in args.not_affecting
+
+
+def test_the_model_after_a_list_flag_is_taken_by_it_as_argparse_does() -> None:
+    """``vllm serve --served-model-name a m``: argparse gives both arguments to the flag and
+    the model tag is left unset."""
+    assert parse_serve_line("--served-model-name a m").model is None
+
+
+def test_a_list_flag_needs_a_value() -> None:
+    with pytest.raises(InputError, match="--api-key needs a value"):
+        parse_serve_line("m --api-key --max-model-len 4096")
