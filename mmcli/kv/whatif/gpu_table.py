@@ -35,7 +35,14 @@ _OOM = "torch's OOM message 'total capacity of {} GiB' in public issues"
 #: Common GPUs. Readings are torch's "total capacity" (GiB) quoted in public reports; the
 #: ``source`` says which. "typical" marks a figure not seen quoted for exactly that board.
 GPUS: Final[tuple[GPU, ...]] = (
-    GPU("H100", "80 GB HBM3", _gib(79.11), _OOM.format("79.11"), ("H100-80GB", "H100-SXM")),
+    GPU(
+        "H100",
+        "80 GB HBM3",
+        _gib(79.11),
+        _OOM.format("79.11") + " on an H100 80GB HBM3 whose nvidia-smi shows 81559MiB, "
+        "https://github.com/vllm-project/vllm/issues/27508",
+        ("H100-80GB", "H100-SXM"),
+    ),
     GPU(
         "H100-NVL",
         "94 GB HBM3",
@@ -44,7 +51,13 @@ GPUS: Final[tuple[GPU, ...]] = (
         ("H100NVL", "H100-94GB"),
     ),
     GPU("H200", "141 GB HBM3e", _gib(139.80), _OOM.format("139.80"), ("H200-141GB", "H200-SXM")),
-    GPU("A100-80GB", "80 GB HBM2e", _gib(79.25), _OOM.format("79.25"), ("A100-80G", "A100")),
+    GPU(
+        "A100-80GB",
+        "80 GB HBM2e",
+        _gib(79.25),
+        _OOM.format("79.25") + " on an A100, https://github.com/levihsu/OOTDiffusion/issues/235",
+        ("A100-80G", "A100"),
+    ),
     GPU(
         "A100-40GB",
         "40 GB HBM2",
@@ -94,7 +107,14 @@ GPUS: Final[tuple[GPU, ...]] = (
         + " on a 4090 24G, https://github.com/Soul-AILab/SoulX-FlashTalk/issues/5",
         ("4090", "RTX-4090"),
     ),
-    GPU("RTX5090", "32 GB GDDR7", _gib(31.36), _OOM.format("31.36"), ("5090", "RTX-5090")),
+    GPU(
+        "RTX5090",
+        "32 GB GDDR7",
+        _gib(31.36),
+        _OOM.format("31.36")
+        + " on an RTX 5090, https://github.com/TrajectoryCrafter/TrajectoryCrafter/issues/20",
+        ("5090", "RTX-5090"),
+    ),
     GPU(
         "B200",
         "180 GB HBM3e",
