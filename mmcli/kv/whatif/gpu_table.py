@@ -38,10 +38,29 @@ _OOM = "torch's OOM message 'total capacity of {} GiB' in public issues"
 #: Common GPUs. Readings are torch's "total capacity" (GiB) quoted in public reports; the
 #: ``source`` says which. "typical" marks a figure not seen quoted for exactly that board.
 GPUS: Final[tuple[GPU, ...]] = (
-    GPU("H100", "80 GB HBM3", _gib(79.11), _OOM.format("79.11"), ("H100-80GB", "H100-SXM")),
-    GPU("H100-NVL", "94 GB HBM3", _gib(93.00), _OOM.format("93.00"), ("H100NVL", "H100-94GB")),
+    GPU(
+        "H100",
+        "80 GB HBM3",
+        _gib(79.11),
+        _OOM.format("79.11") + " on an H100 80GB HBM3 whose nvidia-smi shows 81559MiB, "
+        "https://github.com/vllm-project/vllm/issues/27508",
+        ("H100-80GB", "H100-SXM"),
+    ),
+    GPU(
+        "H100-NVL",
+        "94 GB HBM3",
+        _gib(93.00),
+        _OOM.format("93.00") + " on an H100 NVL 94GB, https://github.com/ali-vilab/VACE/issues/56",
+        ("H100NVL", "H100-94GB"),
+    ),
     GPU("H200", "141 GB HBM3e", _gib(139.80), _OOM.format("139.80"), ("H200-141GB", "H200-SXM")),
-    GPU("A100-80GB", "80 GB HBM2e", _gib(79.25), _OOM.format("79.25"), ("A100-80G", "A100")),
+    GPU(
+        "A100-80GB",
+        "80 GB HBM2e",
+        _gib(79.25),
+        _OOM.format("79.25") + " on an A100, https://github.com/levihsu/OOTDiffusion/issues/235",
+        ("A100-80G", "A100"),
+    ),
     GPU(
         "A100-40GB",
         "40 GB HBM2",
@@ -50,7 +69,22 @@ GPUS: Final[tuple[GPU, ...]] = (
         "https://github.com/NVIDIA/TensorRT-LLM/issues/2268",
         ("A100-40G",),
     ),
-    GPU("L40S", "48 GB GDDR6", _gib(44.40), _OOM.format("44.40") + " (L40)", ("L40",)),
+    GPU("L40S", "48 GB GDDR6", _gib(44.40), _OOM.format("44.40") + " (L40)", ()),
+    GPU(
+        "L40",
+        "48 GB GDDR6",
+        _gib(44.40),
+        _OOM.format("44.40") + " on a single L40, https://github.com/QwenLM/Qwen3-VL/issues/2097",
+        (),
+    ),
+    GPU(
+        "A40",
+        "48 GB GDDR6",
+        47_622_258_688,
+        "cudaGetDeviceProperties' 'totalGlobalMem 47622258688' (44.35 GiB) on an NVIDIA A40, "
+        "https://github.com/pyscf/gpu4pyscf/issues/304",
+        (),
+    ),
     GPU("L4", "24 GB GDDR6", _gib(22.03), _OOM.format("22.03"), ()),
     GPU("A10G", "24 GB GDDR6", _gib(21.99), _OOM.format("21.99") + " (A10)", ()),
     GPU(
@@ -76,8 +110,23 @@ GPUS: Final[tuple[GPU, ...]] = (
         + " on a 4090 24G, https://github.com/Soul-AILab/SoulX-FlashTalk/issues/5",
         ("4090", "RTX-4090"),
     ),
-    GPU("RTX5090", "32 GB GDDR7", _gib(31.36), _OOM.format("31.36"), ("5090", "RTX-5090")),
-    GPU("B200", "180 GB HBM3e", _gib(178.35), "CUDA totalGlobalMem 178.35 GiB", ("B200-180GB",)),
+    GPU(
+        "RTX5090",
+        "32 GB GDDR7",
+        _gib(31.36),
+        _OOM.format("31.36")
+        + " on an RTX 5090, https://github.com/TrajectoryCrafter/TrajectoryCrafter/issues/20",
+        ("5090", "RTX-5090"),
+    ),
+    GPU(
+        "B200",
+        "180 GB HBM3e",
+        _gib(178.35),
+        "CUDA's totalGlobalMem printed as 'Total Global Memory: 178.35 GB' (bytes ÷ 2³⁰, "
+        "labelled GB) on an NVIDIA B200, "
+        "https://github.com/pytorch/ao/pull/4002",
+        ("B200-180GB",),
+    ),
     GPU(
         "T4",
         "16 GB GDDR6",
