@@ -15,8 +15,8 @@ from typing import Literal
 from mmcli.errors import InputError
 
 #: How a release picks ``mem_fraction_static`` when it is not given.
-#: "unread": the default was not mirrored (0.5.18 on), so a
-#: budget from --gpu needs --mem-fraction-static.
+#: "unread": the default was not mirrored (no row read has it now; a release added without its
+#: fraction read takes it), so a budget from --gpu needs --mem-fraction-static.
 #: "reserve-pcg" (0.5.10 – 0.5.13): "reserve-formula" plus the piecewise (prefill) CUDA graphs'
 #: reserve: 8 MiB per captured token count, or 1.5 GiB for an MLA model, none where they are off.
 #: "prefill-config" (0.5.14): the same reserve read from cuda_graph_config's prefill phase, whose
