@@ -150,11 +150,11 @@ def test_gpu_budget_is_an_estimate() -> None:
     assert result.figures["pool_tokens"].estimate is not None
     assert result.figures["bytes_per_token"].estimate is None
     assert result.to_json()["figures"]["pool_tokens"]["exact"] is False
-    # The default release (0.5.17 server_args.py:4607 with reserve_for_graph_mb; 0.5.15's
-    # :3625 – :3673, 0.5.13's :1594 – :1635 in a plain launch)
-    # at tp 4 on 81,008.6 MiB: 512 + 12,288 + 512 × 2 + 512 + 58 piecewise sizes
-    # × 8 = 14,800 MiB; round(66,208.6 / 81,008.6, 3) = 0.817.
-    assert result.release == "0.5.17"
+    # The default release (0.5.23 arg_groups/memory_hook.py handle_gpu_memory_settings, reserve
+    # :309 – :325 with reserve_for_graph_mb :357; 0.5.17 server_args.py:4607, 0.5.15's :3625 –
+    # :3673, 0.5.13's :1594 – :1635 in a plain launch) at tp 4 on 81,008.6 MiB: 512 + 12,288 +
+    # 512 × 2 + 512 + 58 piecewise sizes × 8 = 14,800 MiB; round(66,208.6 / 81,008.6, 3) = 0.817.
+    assert result.release == "0.5.23"
     assert "mem_fraction_static 0.817" in result.reserves
 
 

@@ -92,9 +92,12 @@ def test_multimodal_models_are_refused_from_0_5_18(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("release", ["0.5.18", "0.5.23"])
-def test_default_fraction_is_refused(release: str) -> None:
-    # 0.5.18's breakable rules keep the prefill graphs for MLA, and from 0.5.19 the default is
-    # in arg_groups/memory_hook.py (handle_gpu_memory_settings): not mirrored.
+def test_default_fraction_is_planned(release: str) -> None:
+    # 0.5.18 server_args.py:4802 (0.5.23 arg_groups/memory_hook.py handle_gpu_memory_settings,
+    # reserve :309 – :325): Qwen3-235B-A22B (not MLA) at tp 4 on 81,920 MiB: chunk 8192, max_bs
+    # 512, 58 prefill counts: 512 + 12,288 + 1,024 + 512 + 464 = 14,800 MiB;
+    # round(67,120 / 81,920, 3) = 0.819; budget int(80 GiB × 0.819) − 16 GiB / 4.
     gpu = {"gpu_bytes": 80 * GiB, "gpu_name": "H100", "weights_bytes": 16 * GiB}
-    with pytest.raises(InputError, match=f"{release}: its default mem_fraction_static"):
-        plan(QWEN3_235B, release=release, tp=4, **gpu)
+    result = plan(QWEN3_235B, release=release, tp=4, **gpu)
+    assert result.figures["budget_bytes"].value == int(80 * GiB * 0.819) - 4 * GiB
+    assert "mem_fraction_static 0.819" in result.reserves

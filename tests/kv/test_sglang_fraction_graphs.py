@@ -204,9 +204,10 @@ def test_context_length_clamp_is_gone_in_0517() -> None:
 
 
 def test_plan_from_gpu_uses_the_default_release() -> None:
-    # Qwen3-235B-A22B (MoE, not MLA) on an H100 at tp 4 with the default release: 0.819 as
-    # above; budget int(H100 × 0.819) − 16 GiB / 4.
-    assert DEFAULT_RELEASE == "0.5.17"
+    # Qwen3-235B-A22B (MoE, not MLA) on an H100 at tp 4 with the default release (0.5.23, whose
+    # dense reserve on an H100 is 0.5.17's: test_sglang_fraction_0518.py): 0.819 as above;
+    # budget int(H100 × 0.819) − 16 GiB / 4.
+    assert DEFAULT_RELEASE == "0.5.23"
     options = SglangOptions(tp=4, gpu_bytes=H100, gpu_name="H100", weights_bytes=16 * 2**30)
     result = plan_sglang(load_config(QWEN3_235B), read_document(QWEN3_235B), options)
     assert result.figures["budget_bytes"].value == int(H100 * 0.819) - 4 * 2**30

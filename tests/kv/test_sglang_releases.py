@@ -66,11 +66,11 @@ def test_mla_cell_is_the_latent_per_layer(release: str) -> None:
 
 
 def test_default_release_is_the_newest_mirrored() -> None:
-    # 0.5.17 is the newest row whose default fraction is mirrored (test_sglang_fraction_graphs.py);
-    # 0.5.18 on are planned with --memory or --mem-fraction-static only.
-    assert DEFAULT_RELEASE == "0.5.17"
-    assert sglang_rules("0.5.18").fraction_rule == "unread"
-    assert plan(QWEN3_235B, tp=4, memory_bytes=GiB).release == "0.5.17"
+    # 0.5.23, the newest release read, has its default fraction mirrored
+    # (test_sglang_fraction_0518.py), so it is the default.
+    assert DEFAULT_RELEASE == "0.5.23"
+    assert sglang_rules("0.5.23").fraction_rule == "breakable-mla"
+    assert plan(QWEN3_235B, tp=4, memory_bytes=GiB).release == "0.5.23"
 
 
 @pytest.mark.parametrize(
@@ -155,20 +155,23 @@ def test_0_5_10_sizes_requests_from_the_capped_capacity(release: str) -> None:
     assert plan(QWEN3_235B, release="0.5.9", **options).value("max_running_requests") == 5000
 
 
-def test_0_5_18_default_fraction_is_refused() -> None:
-    # 0.5.18 srt/server_args.py _disable_breakable_cudagraph_if_incompatible no longer turns
-    # the prefill graphs off for MLA (0.5.17 did): its default fraction is not mirrored.
+def test_0_5_18_default_fraction_is_planned() -> None:
+    # 0.5.18's default fraction is mirrored (test_sglang_fraction_0518.py): Qwen3-235B-A22B at
+    # tp 4 on an 80 GiB GPU (81,920 MiB: chunk 8192, max_bs 512, 58 prefill counts) reserves
+    # 512 + 12,288 + 1,024 + 512 + 464 = 14,800 MiB → round(67,120 / 81,920, 3) = 0.819; a
+    # --mem-fraction-static given replaces it.
     gpu = {"gpu_bytes": 80 * GiB, "gpu_name": "H100", "weights_bytes": 16 * GiB}
-    with pytest.raises(InputError, match="0.5.18: its default mem_fraction_static"):
-        plan(QWEN3_235B, release="0.5.18", tp=4, **gpu)
+    default = plan(QWEN3_235B, release="0.5.18", tp=4, **gpu)
+    assert default.figures["budget_bytes"].value == int(80 * GiB * 0.819) - 4 * GiB
     given = plan(QWEN3_235B, release="0.5.18", tp=4, mem_fraction_static=0.85, **gpu)
-    assert given.figures["budget_bytes"].estimate is not None
+    assert given.figures["budget_bytes"].value == int(80 * GiB * 0.85) - 4 * GiB
 
 
-@pytest.mark.parametrize("release", ["0.5.9", "0.5.13"])
+@pytest.mark.parametrize("release", ["0.5.9", "0.5.13", "0.5.18", "0.5.23"])
 def test_kv_cache_quant_algo_is_still_refused(release: str, tmp_path: Path) -> None:
     # The checkpoint's kv_cache_quant_algo picks the KV dtype with --kv-cache-dtype auto
-    # (sglang 0.5.9 srt/model_executor/model_runner.py:1672, 0.5.13 :2247): not mirrored.
+    # (sglang 0.5.9 srt/model_executor/model_runner.py:1672, 0.5.13 :2247, 0.5.18
+    # mem_cache/kv_cache_dtype.py:39, 0.5.23 :51): not mirrored.
     doc = json.loads(QWEN3_235B.read_text())
     quant = {**doc.get("quantization_config", {}), "kv_cache_quant_algo": "FP8"}
     path = write(tmp_path, {**doc, "quantization_config": quant})

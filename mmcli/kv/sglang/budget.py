@@ -44,13 +44,15 @@ def _tp_table(gpu_mib: float, parallel: int) -> float:
     return 0.88
 
 
-def _gpu_tier(gpu_mib: float, tp: int, small_bs: int) -> tuple[int, int]:
-    """0.5.3 – 0.5.13 defaults (chunked_prefill_size, cuda_graph_max_bs) by GPU memory and tp."""
+def _gpu_tier(gpu_mib: float, tp: int, rules: SglangRules) -> tuple[int, int]:
+    """0.5.3 on: defaults (chunked_prefill_size, cuda_graph_max_bs) by GPU memory and tp (the
+    < 35 GiB tier from the release's row)."""
     gib = 1024
     if gpu_mib < 20 * gib:
         return 2048, 8
     if gpu_mib < 35 * gib:
-        return 2048, small_bs if tp < 4 else 80
+        small_bs = rules.small_gpu_graph_bs if tp < 4 else rules.small_gpu_graph_bs_tp4
+        return rules.small_gpu_chunk, small_bs
     if gpu_mib < 60 * gib:
         return 4096, 32 if tp < 4 else 160
     if gpu_mib < 160 * gib:  # the < 90 GiB (H100) and < 160 GiB (H200) tiers are equal
@@ -114,12 +116,21 @@ _MULTIMODAL_BREAKABLE = (
     "Qwen3_5ForConditionalGeneration",
     "Qwen3_5MoeForConditionalGeneration",
 )
+#: 0.5.18 server_args.py:4431 (0.5.19 arg_groups/cuda_graph_hook.py): MuseGlimmer's prefill
+#: graphs default to 512 tokens, a reserve not mirrored.
+_OWN_PREFILL_MAX_BS = ("MuseGlimmerForCausalLM", "MuseGlimmerForConditionalGeneration")
 #: Config keys that make a model a mixture of experts (its MoE runner may be picked by the GPU).
 _MOE_KEYS = ("num_experts", "num_local_experts", "n_routed_experts")
 
 
 #: The rules whose default fraction reserves the prefill (piecewise / breakable) CUDA graphs.
-_PREFILL_GRAPH_RULES = ("reserve-pcg", "prefill-config", "prefill-breakable", "breakable-allowlist")
+_PREFILL_GRAPH_RULES = (
+    "reserve-pcg",
+    "prefill-config",
+    "prefill-breakable",
+    "breakable-allowlist",
+    "breakable-mla",
+)
 
 
 def _capture_sizes(max_tokens: int) -> int:
@@ -133,6 +144,15 @@ def _prefill_graphs_off(
     rules: SglangRules, graphs: PrefillGraphs, archs: list[Any], text: dict[str, Any]
 ) -> bool:
     """Whether the release's default prefill backend captures no graphs for this model."""
+    if rules.fraction_rule == "breakable-mla":
+        if graphs.multimodal or any(a in _OWN_PREFILL_MAX_BS for a in archs):
+            raise InputError(
+                f"SGLang {rules.release}: the default mem_fraction_static of a multimodal "
+                "model, or of one whose prefill CUDA graphs have their own default size "
+                "(MuseGlimmer), is not mirrored",
+                hint="pass --mem-fraction-static (the server_args line of the log names it)",
+            )
+        return any(a in _NO_BREAKABLE for a in archs)
     if rules.fraction_rule in ("prefill-breakable", "breakable-allowlist"):
         multimodal = graphs.multimodal
         if rules.fraction_rule == "breakable-allowlist":
@@ -202,6 +222,7 @@ def default_fraction(
     chunked_prefill_size: int | None = None,
     cuda_graph_max_bs: int | None = None,
     graphs: PrefillGraphs | None = None,
+    max_running_requests: int | None = None,
 ) -> Fraction:
     """The fraction ``rules``' release picks on a GPU of ``gpu_bytes`` (pp is 1)."""
     gpu = gpu_bytes / _MIB
@@ -222,9 +243,12 @@ def default_fraction(
             value *= 0.90
             why += ", × 0.90 for a multimodal model"
         return Fraction(value, why)
-    tier_chunk, tier_bs = _gpu_tier(gpu, tp, rules.small_gpu_graph_bs)
+    tier_chunk, tier_bs = _gpu_tier(gpu, tp, rules)
     chunk = tier_chunk if chunked_prefill_size is None else chunked_prefill_size
     graph_bs = tier_bs if cuda_graph_max_bs is None else cuda_graph_max_bs
+    capped = rules.graph_bs_capped_by_running and cuda_graph_max_bs is None
+    if capped and max_running_requests is not None:
+        graph_bs = min(graph_bs, max_running_requests)
     reserved = 512 + max(chunk, 2048) * 1.5 + graph_bs * 2 + tp / 8 * 1024
     prefill = ""
     if rules.fraction_rule in _PREFILL_GRAPH_RULES:

@@ -131,9 +131,7 @@ def _dtype_bytes(spec: KVCacheSpec, doc: dict[str, Any], rules: SglangRules, kv_
     """Bytes of one KV element: ``--kv-cache-dtype``, or the model dtype with ``auto``."""
     if kv_dtype == "auto":
         quant = doc.get("quantization_config")
-        if rules.fraction_rule in ("reserve-formula", "reserve-pcg", "unread") and isinstance(
-            quant, dict
-        ):
+        if rules.kv_quant_algo_refused and isinstance(quant, dict):
             if quant.get("kv_cache_quant_algo") is not None:
                 raise _refuse(
                     "kv_cache_quant_algo in quantization_config picks the KV dtype in this "

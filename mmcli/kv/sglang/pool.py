@@ -110,6 +110,7 @@ def _budget(
         chunked_prefill_size=options.chunked_prefill_size,
         cuda_graph_max_bs=options.cuda_graph_max_bs,
         graphs=graphs,
+        max_running_requests=options.max_running_requests,
     )
     if options.mem_fraction_static is not None:
         fraction = Fraction(options.mem_fraction_static, "--mem-fraction-static")

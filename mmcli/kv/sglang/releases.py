@@ -15,8 +15,8 @@ from typing import Literal
 from mmcli.errors import InputError
 
 #: How a release picks ``mem_fraction_static`` when it is not given.
-#: "unread": the default was not mirrored (0.5.18 on), so a
-#: budget from --gpu needs --mem-fraction-static.
+#: "unread": the default was not mirrored (no row read has it now; a release added without its
+#: fraction read takes it), so a budget from --gpu needs --mem-fraction-static.
 #: "reserve-pcg" (0.5.10 – 0.5.13): "reserve-formula" plus the piecewise (prefill) CUDA graphs'
 #: reserve: 8 MiB per captured token count, or 1.5 GiB for an MLA model, none where they are off.
 #: "prefill-config" (0.5.14): the same reserve read from cuda_graph_config's prefill phase, whose
@@ -25,6 +25,8 @@ from mmcli.errors import InputError
 #: turn the graphs off for MLA, multimodal models and DeepSeek-V4 (8 MiB per count otherwise).
 #: "breakable-allowlist" (0.5.16, 0.5.17): as "prefill-breakable", but the multimodal
 #: architectures SGLang allowlists keep the graphs (the reserve moves to reserve_for_graph_mb).
+#: "breakable-mla" (0.5.18 – 0.5.23): as "breakable-allowlist", but an MLA model keeps the
+#: breakable prefill graphs (1.5 GiB); the rows' small-GPU tier and decode-graph cap differ.
 FractionRule = Literal[
     "tp-table",
     "tp-table-b200",
@@ -34,6 +36,7 @@ FractionRule = Literal[
     "prefill-config",
     "prefill-breakable",
     "breakable-allowlist",
+    "breakable-mla",
     "unread",
 ]
 #: How a release sizes the state pool of a hybrid GDN / Mamba model: "none" (no such model),
@@ -62,6 +65,16 @@ class SglangRules:
     hybrid_models: tuple[tuple[str, str], ...] = ()
     #: ``cuda_graph_max_bs`` of the < 35 GiB GPU tier at tp < 4 (16 up to 0.5.4, 24 from 0.5.5).
     small_gpu_graph_bs: int = 16
+    #: ``chunked_prefill_size`` and tp >= 4 ``cuda_graph_max_bs`` of the < 35 GiB GPU tier
+    #: (2048 and 80 up to 0.5.19; 4096 and 160 from 0.5.20, arg_groups/memory_hook.py:100).
+    small_gpu_chunk: int = 2048
+    small_gpu_graph_bs_tp4: int = 80
+    #: Whether the default decode graphs' max_bs is capped at --max-running-requests (0.5.22
+    #: arg_groups/memory_hook.py:183; a --cuda-graph-max-bs given is not).
+    graph_bs_capped_by_running: bool = False
+    #: Whether a checkpoint's kv_cache_quant_algo (which picks the KV dtype with
+    #: --kv-cache-dtype auto) is refused as not mirrored.
+    kv_quant_algo_refused: bool = False
     #: Whether models with sliding (or chunked) layers are mirrored: False where the release's
     #: hybrid sliding-window pool was not mirrored (they are refused, naming the release).
     sliding_mirrored: bool = True
@@ -194,7 +207,7 @@ RELEASES = (
 #: 0.5.16 mem_cache/kv_cache_configurator.py KVCacheConfigurator, the same formulas, its
 #: post-capture resize off by default: SGLANG_ENABLE_POST_CAPTURE_KV_SIZING False). Their
 #: default fraction (cuda_graph_config from 0.5.14; arg_groups/memory_hook.py from 0.5.19) is
-#: mirrored up to 0.5.17 (_GRAPH_RULES below).
+#: mirrored (_GRAPH_RULES below).
 _CONFIGURATOR = replace(
     RELEASES[-1],
     fraction_rule="unread",
@@ -213,13 +226,24 @@ _CONFIGURATOR = replace(
 #: architectures. 0.5.17 (server_args.py:4607) no longer clamps them to --context-length (the
 #: clamp moved to capture time, after the fraction) and keeps them for an MLA model with
 #: DeepSeek sparse attention (refused by geometry) and turns them off for Nemotron-H (a hybrid,
-#: refused): the same rule for the models mirrored. 0.5.18 on are not mirrored.
+#: refused): the same rule for the models mirrored. 0.5.18 (server_args.py:4802, breakable
+#: rules :4666) no longer turns the breakable graphs off for an MLA backend, so its reserve
+#: keeps 1.5 GiB (reserve_for_graph_mb :5108); 0.5.19 moves the same sums to
+#: arg_groups/memory_hook.py (handle_gpu_memory_settings, reserve_for_graph_mb :292) and the
+#: breakable rules to arg_groups/cuda_graph_hook.py:262. 0.5.20 (memory_hook.py:100) raises the
+#: < 35 GiB tier to chunk 4096, max_bs 48 / 160 (_SMALL_TIER_FROM); 0.5.22 (:183) caps a
+#: default decode max_bs at --max-running-requests (_RUNNING_CAP_FROM); 0.5.23's MLA prefill
+#: max_bs (:238) does not change the 1.5 GiB MLA reserve. The post-capture branch stays off
+#: (environ.py SGLANG_ENABLE_POST_CAPTURE_KV_SIZING False in each).
 _GRAPH_RULES: dict[int, FractionRule] = {
     14: "prefill-config",
     15: "prefill-breakable",
     16: "breakable-allowlist",
     17: "breakable-allowlist",
+    **dict.fromkeys(range(18, 24), "breakable-mla"),
 }
+_SMALL_TIER_FROM = 20
+_RUNNING_CAP_FROM = 22
 #: The releases whose fraction clamps the prefill graphs to --context-length (0.5.14 – 0.5.16).
 _CLAMPED_TO_CONTEXT = (14, 15, 16)
 RELEASES = (
@@ -228,17 +252,31 @@ RELEASES = (
         replace(
             _CONFIGURATOR,
             release=f"0.5.{n}",
-            fraction_rule=_GRAPH_RULES.get(n, "unread"),
+            fraction_rule=_GRAPH_RULES[n],
             prefill_graphs_clamped_to_context=n in _CLAMPED_TO_CONTEXT,
         )
         for n in range(14, 18)
     ),
     #: 0.5.18 on: a multimodal model's budget also loses mm_runtime_reservation_gb.
     *(
-        replace(_CONFIGURATOR, release=f"0.5.{n}", multimodal_kv_reserve=True)
+        replace(
+            _CONFIGURATOR,
+            release=f"0.5.{n}",
+            fraction_rule=_GRAPH_RULES[n],
+            prefill_graphs_clamped_to_context=False,
+            multimodal_kv_reserve=True,
+            small_gpu_chunk=4096 if n >= _SMALL_TIER_FROM else 2048,
+            small_gpu_graph_bs=48 if n >= _SMALL_TIER_FROM else 24,
+            small_gpu_graph_bs_tp4=160 if n >= _SMALL_TIER_FROM else 80,
+            graph_bs_capped_by_running=n >= _RUNNING_CAP_FROM,
+        )
         for n in range(18, 24)
     ),
 )
+#: kv_cache_quant_algo is refused for 0.5.3 – 0.5.13 and 0.5.18 on (sglang 0.5.9
+#: model_executor/model_runner.py:1672, 0.5.13 :2247, 0.5.18 mem_cache/kv_cache_dtype.py:39).
+_QUANT_REFUSED = {"0.5.3", "0.5.4", *(f"0.5.{n}" for n in (*range(5, 14), *range(18, 24)))}
+RELEASES = tuple(replace(r, kv_quant_algo_refused=r.release in _QUANT_REFUSED) for r in RELEASES)
 #: 0.5.13 on: the KV line names the dtype (memory_pool.py:819 in 0.5.13, :1023 in 0.5.14,
 #: :1616 in 0.5.16, :1670 in 0.5.17, :2089 in 0.5.23); 0.5.4 – 0.5.12 print "KV Cache is
 #: allocated. #tokens: …" (memory_pool.py:453 in 0.5.4, :744 in 0.5.12).
