@@ -168,7 +168,7 @@ def test_version_help_is_formatted_from_the_rows() -> None:
     first_unread = next(r.release for r in RELEASES_READ if r.fraction_rule == "unread")
     assert f"; {first_unread} on with --gpu needs --mem-fraction-static" in text
     assert first_unread == "0.5.18"
-    assert "sliding-window models: 0.5.7 or older" in text
+    assert "sliding-window models: 0.5.9 or older" in text
 
 
 def test_0_5_13_clamps_the_piecewise_graphs_to_an_explicit_context_length() -> None:
