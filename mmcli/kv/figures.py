@@ -20,6 +20,7 @@ FIGURE_LABELS: dict[str, str] = {
     "block_tokens": "tokens per block / page",
     "budget_bytes": "KV budget",
     "pool_tokens": "pool tokens",
+    "swa_pool_tokens": "SWA pool tokens",
     "blocks": "blocks / pages",
     "max_concurrency": "max concurrency",
     "max_running_requests": "max running requests",

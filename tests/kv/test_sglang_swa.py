@@ -10,7 +10,7 @@ GPT-OSS, :1029 Gemma 2/3/3n, :1035 Olmo2; 0.5.6 :1123, :1166, :1172; 0.5.7 :1214
 skips Llama 4). So every attention layer holds every token: the cell is 0.5.4's.
 0.5.7 model_config.py:1153 makes MiMo-V2-Flash always hybrid (not mirrored: refused);
 0.5.8 model_config.py:1220 ``is_hybrid_swa_model`` puts GPT-OSS and Llama 4 on an allow-list
-(not mirrored: refused).
+(mirrored from 0.5.8: test_sglang_swa_pool.py); 0.5.10 on are refused.
 """
 
 from __future__ import annotations
@@ -80,13 +80,13 @@ def test_mimo_v2_flash_is_refused_in_0_5_7(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("path", [GPT_OSS_20B, GEMMA3_27B, LLAMA4_SCOUT])
-def test_0_5_8_on_still_refuse_sliding_models(path: Path) -> None:
-    with pytest.raises(InputError, match=r"SGLang 0\.5\.8: its hybrid SWA pool") as err:
-        plan(path, release="0.5.8", memory_bytes=GiB)
-    assert "--sglang-version 0.5.7" in str(err.value.hint)
+def test_0_5_10_on_still_refuse_sliding_models(path: Path) -> None:
+    with pytest.raises(InputError, match=r"SGLang 0\.5\.10: its hybrid SWA pool") as err:
+        plan(path, release="0.5.10", memory_bytes=GiB)
+    assert "--sglang-version 0.5.9" in str(err.value.hint)
 
 
 def test_help_names_the_newest_sliding_and_state_releases() -> None:
     text = sglang_version_help()
-    assert "sliding-window models: 0.5.7 or older" in text
+    assert "sliding-window models: 0.5.9 or older" in text
     assert "hybrid GDN / Mamba models: 0.5.4 or older" in text

@@ -21,6 +21,7 @@ from mmcli.kv.sglang.budget import Fraction, PrefillGraphs, default_fraction, es
 from mmcli.kv.sglang.geometry import Cell, hybrid_cell, sglang_cell, sliding_note
 from mmcli.kv.sglang.hybrid import HybridState, state_slots
 from mmcli.kv.sglang.releases import SglangRules, sglang_rules
+from mmcli.kv.sglang.swa import SwaLayout, swa_layout
 from mmcli.kv.state import MambaSpec
 
 _GIB = 2**30
@@ -166,6 +167,17 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
         cell, state = hybrid_cell(config, doc, rules, tp=options.tp, kv_dtype=options.kv_dtype)
     else:
         cell = sglang_cell(config, doc, rules, tp=options.tp, kv_dtype=options.kv_dtype)
+    swa: SwaLayout | None = None
+    swa_note: str | None = None
+    if cell.sliding_as_full and state is None:
+        swa, swa_note = swa_layout(
+            config,
+            doc,
+            rules,
+            tp=options.tp,
+            dtype_bytes=cell.dtype_bytes,
+            gpu_name=options.gpu_name,
+        )
     if rules.multimodal_kv_reserve and isinstance(doc.get("vision_config"), dict):
         raise InputError(
             f"SGLang {rules.release}: a multimodal model's KV budget loses a runtime reserve "
@@ -197,14 +209,18 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
     context, context_estimate = _context_len(config, options, doc)
     tokens = raw if options.max_total_tokens is None else min(raw, options.max_total_tokens)
     tokens = tokens // page * page
+    swa_tokens = 0
+    if swa is not None:
+        tokens, swa_tokens = swa.split(rules, tokens, page)
     reqs = _request_pool(rules, options.max_running_requests, raw, tokens, context)
     if state is not None and reqs is not None:
         per = _SLOTS_PER_REQUEST_WITH_RADIX if state.radix_cache else 1
         reqs = min(reqs, slots // per)
     notes: list[str] = []
-    note = sliding_note(doc, rules, cell.sliding_as_full)
-    if note:
-        notes.append(note)
+    note = None if swa else sliding_note(doc, rules, cell.sliding_as_full)
+    notes.extend(n for n in (note, swa_note) if n)
+    if swa is not None:
+        notes.append(swa.note(tokens, swa_tokens))
     if cell.mla and not options.page_size_given:
         notes.append(
             "page size 1 assumed: attention backends that force one (flashmla 64, cutlass_mla "
@@ -217,6 +233,8 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
         "pool_tokens": Figure(tokens, estimate),
         "blocks": Figure(tokens // page, estimate),
     }
+    if swa is not None:
+        figures["swa_pool_tokens"] = Figure(swa_tokens, estimate)
     if state is not None:
         slot_estimate = estimate if state.radix_cache else None
         figures["state_bytes_per_request"] = Figure(state.bytes_per_request)
@@ -256,6 +274,8 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
     )
     if tokens > 0:
         result.log_lines = _log_lines(cell, tokens, page, running or 0, context)
+        if swa is not None:
+            result.log_lines[:1] = swa.log_lines(tokens, swa_tokens, page)
         if state is not None:
             # The state pool is built (and logged) before the token pool.
             pool_slots = slots if rules.hybrid_rule == "ratio" else reqs

@@ -44,6 +44,10 @@ FractionRule = Literal[
 #: ``mamba_full_memory_ratio`` of the budget while the radix cache is on; fixed while it is off),
 #: "unread" (the release serves such models, but its state pool was not mirrored: refused).
 HybridRule = Literal["none", "fixed", "ratio", "unread"]
+#: How the hybrid sliding-window pool splits the profiled tokens (mmcli/kv/sglang/swa.py):
+#: "none" (no such pool mirrored), "layers" (0.5.8: token-layers over ``r·n_swa + n_full``),
+#: "bytes" (0.5.9: the bytes over ``F·n_full + r·S·n_swa``).
+SwaSplit = Literal["none", "layers", "bytes"]
 
 
 @dataclass(frozen=True)
@@ -108,6 +112,10 @@ class SglangRules:
     #: Whether an explicit --context-length (mmcli's --max-model-len) caps the piecewise
     #: graphs' token counts (0.5.13 server_args.py:1579).
     prefill_graphs_clamped_to_context: bool = False
+    #: ``is_hybrid_swa_model``'s allow-list (configs/model_config.py): architectures given the
+    #: hybrid sliding-window pool (the mirrored ones split by ``swa_split``).
+    hybrid_swa_archs: tuple[str, ...] = ()
+    swa_split: SwaSplit = "none"
 
 
 _GEMMA_OFF = (
@@ -166,6 +174,10 @@ _PROFILED = replace(
     small_gpu_graph_bs=24,
 )
 _MIMO_V2 = ("MiMoV2FlashForCausalLM", "MiMoV2MTP")
+_STEP3P5 = ("Step3p5ForCausalLM", "Step3p5MTP")
+#: 0.5.8 / 0.5.9 server_args turn the pool off for Gemma 2/3/3n and Olmo 2 (not on the list
+#: either); GPT-OSS's only with the trtllm_mha backend (swa.py).
+_SWA_OFF_058 = (*_GEMMA_OFF, "Olmo2ForCausalLM")
 #: server_args.py ``_handle_gpu_memory_settings`` is the same in 0.5.10 – 0.5.12; 0.5.13 also
 #: clamps the piecewise graphs to --context-length, which is None unless given (a plan never
 #: gives it), and no longer lets the MoE runner turn the piecewise graphs off.
@@ -180,8 +192,34 @@ RELEASES = (
     replace(_PROFILED, release="0.5.5"),
     replace(_PROFILED, release="0.5.6"),
     replace(_PROFILED, release="0.5.7", v_head_dim_in_cell=True, swa_pool_unmirrored_for=_MIMO_V2),
-    replace(_PROFILED, release="0.5.8", v_head_dim_in_cell=True, sliding_mirrored=False),
-    replace(_PROFILED, release="0.5.9", v_head_dim_in_cell=True, sliding_mirrored=False),
+    #: 0.5.8: model_config.py:1220 ``is_hybrid_swa_model``; the cell counts every layer at full
+    #: size and, for MiMo-V2-Flash, its sliding layers again (model_runner_kv_cache_mixin.py:99,
+    #: fixed by sgl-project/sglang#18039); the split is :206 ``set_num_tokens_hybrid_swa``.
+    replace(
+        _PROFILED,
+        release="0.5.8",
+        v_head_dim_in_cell=True,
+        swa_disabled_for=_SWA_OFF_058,
+        swa_pool_unmirrored_for=_MIMO_V2,
+        hybrid_swa_archs=("Llama4ForConditionalGeneration", "GptOssForCausalLM", *_MIMO_V2),
+        swa_split="layers",
+    ),
+    #: 0.5.9: model_config.py:1320 adds Step-3.5; the cell sums full and sliding layers
+    #: (mixin :82), the split by bytes (:251).
+    replace(
+        _PROFILED,
+        release="0.5.9",
+        v_head_dim_in_cell=True,
+        swa_disabled_for=_SWA_OFF_058,
+        swa_pool_unmirrored_for=(*_MIMO_V2, *_STEP3P5),
+        hybrid_swa_archs=(
+            "Llama4ForConditionalGeneration",
+            "GptOssForCausalLM",
+            *_MIMO_V2,
+            *_STEP3P5,
+        ),
+        swa_split="bytes",
+    ),
     #: 0.5.10: the same cell and budget (model_runner_kv_cache_mixin.py:171), the request pool
     #: from the capacity (:840); its default fraction reserves piecewise CUDA graphs.
     *(

@@ -1,0 +1,142 @@
+"""SGLang's hybrid sliding-window pool: the full-attention and the SWA pool of one model.
+
+From 0.5.8 SGLang gives the architectures of ``is_hybrid_swa_model`` (configs/model_config.py)
+two pools: the full layers' and the sliding (or chunked) layers'. The profiled tokens
+(``rest // cell``, capped by --max-total-tokens and floored to the page) are split so that
+``swa_tokens = full_tokens × swa_full_tokens_ratio`` (0.8 by default) and both pools together
+take what the profiled tokens would have taken; each is floored to the page, and the full pool's
+tokens are the run's ``max_total_num_tokens``. Release rules (``SglangRules.swa_split``):
+"layers" (0.5.8): ``full = int(tokens × num_hidden_layers / (r × n_swa + n_full))``;
+"bytes" (0.5.9): ``full = int(tokens × (F·n_full + S·n_swa) / (F·n_full + r·S·n_swa))`` with F,
+S the per-layer bytes of a token. Models on the list whose pools are not mirrored are refused
+(geometry.py, ``swa_pool_unmirrored_for``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from mmcli.errors import InputError
+from mmcli.kv.model import ModelConfig, architecture
+from mmcli.kv.sglang.releases import SglangRules
+from mmcli.kv.spec import KVCacheSpec
+
+_GIB = 2**30
+#: ``--swa-full-tokens-ratio`` default (0.5.8 server_args.py:325, 0.5.9 :339).
+SWA_FULL_TOKENS_RATIO = 0.8
+#: GPUs SGLang sees as SM100, where GPT-OSS's default attention backend is trtllm_mha, which
+#: turns the hybrid pool off (0.5.8 server_args.py:1257 – :1282, 0.5.9 :1333 – :1358).
+_SM100_GPUS = ("B200", "GB200", "B300", "GB300")
+#: Per-layer SWA geometry keys SGLang reads (model_config.py ``swa_head_dim``, ``swa_v_head_dim``,
+#: ``get_swa_num_kv_heads``): a config that sets them is not mirrored.
+_SWA_GEOMETRY_KEYS = ("swa_head_dim", "swa_v_head_dim", "swa_num_key_value_heads")
+
+
+@dataclass(frozen=True)
+class SwaLayout:
+    """The two pools' layers and what one token takes in each layer of one rank."""
+
+    architecture: str
+    full_layers: int
+    swa_layers: int
+    #: Bytes one token takes in one layer: kv_heads/tp · (head_dim + v_head_dim) · dtype bytes.
+    layer_token_bytes: int
+    #: K (or V) bytes of one token in one layer.
+    half_bytes: int
+    ratio: float = SWA_FULL_TOKENS_RATIO
+
+    def split(self, rules: SglangRules, tokens: int, page: int) -> tuple[int, int]:
+        """(full tokens, SWA tokens) of ``tokens`` profiled tokens, page-floored."""
+        if rules.swa_split == "layers":
+            total = tokens * (self.full_layers + self.swa_layers)
+            full = int(total / (self.ratio * self.swa_layers + self.full_layers))
+        else:
+            per = self.layer_token_bytes
+            memory = tokens * (per * self.full_layers + per * self.swa_layers)
+            full = int(memory / (per * self.full_layers + self.ratio * per * self.swa_layers))
+        swa = int(full * self.ratio)
+        return full // page * page, swa // page * page
+
+    def log_lines(self, full: int, swa: int, page: int) -> list[str]:
+        """What SGLang prints for the two pools (mixin ``set_num_tokens_hybrid_swa``, then the
+        SWA pool's and the full pool's ``KV Cache is allocated`` lines and SWAKVPool's)."""
+        swa_size = (swa + page) * self.half_bytes * self.swa_layers
+        full_size = (full + page) * self.half_bytes * self.full_layers
+        usage = 2 * (swa_size + full_size) / _GIB
+        return [
+            f"Use sliding window memory pool. full_layer_tokens={full}, swa_layer_tokens={swa}",
+            f"KV Cache is allocated. #tokens: {swa}, K size: {swa_size / _GIB:.2f} GB, "
+            f"V size: {swa_size / _GIB:.2f} GB",
+            f"KV Cache is allocated. #tokens: {full}, K size: {full_size / _GIB:.2f} GB, "
+            f"V size: {full_size / _GIB:.2f} GB",
+            f"SWAKVPool mem usage: {usage:.2f} GB, swa size: {swa}, full size: {full}",
+        ]
+
+    def note(self, full: int, swa: int) -> str:
+        per = self.layer_token_bytes
+        return (
+            f"hybrid SWA pool ({self.architecture} is on SGLang's is_hybrid_swa_model list): "
+            f"{self.full_layers} full layers hold {full:,} tokens, {self.swa_layers} sliding "
+            f"layers {swa:,} (swa_full_tokens_ratio {self.ratio}, each pool floored to the page; "
+            f"{per:,} B per token per layer); max concurrency counts the full pool's tokens"
+        )
+
+
+def swa_layout(
+    config: ModelConfig,
+    doc: dict[str, Any],
+    rules: SglangRules,
+    *,
+    tp: int,
+    dtype_bytes: int,
+    gpu_name: str,
+) -> tuple[SwaLayout | None, str | None]:
+    """The hybrid pool's layout when ``rules`` gives this model one, and a note when the pool
+    depends on the GPU (None, None: every layer keeps every token)."""
+    arch = architecture(doc)
+    if arch not in rules.hybrid_swa_archs:
+        return None, None
+    nested = doc.get("text_config")
+    text: dict[str, Any] = nested if isinstance(nested, dict) else doc
+    if any(key in text for key in _SWA_GEOMETRY_KEYS):
+        raise InputError(
+            f"SGLang {rules.release}: a separate sliding-layer geometry (swa_head_dim / "
+            "swa_num_key_value_heads) is not mirrored",
+            hint="plan it for vLLM (--engine vllm)",
+        )
+    specs = [layer.spec for layer in config.layers if isinstance(layer.spec, KVCacheSpec)]
+    swa = sum(1 for s in specs if s.attention in ("sliding", "chunked"))
+    if arch.startswith("Llama4"):
+        # model_config.py get_hybrid_layer_ids: layer i is chunked unless (i + 1) % 4 == 0.
+        expected = sum(1 for i in range(len(specs)) if (i + 1) % 4 != 0)
+        if swa != expected:
+            raise InputError(
+                f"SGLang {rules.release}: Llama 4's pools take every 4th layer as full; this "
+                f"config has {swa} chunked layers of {len(specs)}, which is not mirrored",
+                hint="plan it for vLLM (--engine vllm)",
+            )
+    spec = specs[0]
+    heads = max(1, spec.num_kv_heads // tp)
+    half = heads * spec.head_size * dtype_bytes
+    layout = SwaLayout(arch, len(specs) - swa, swa, 2 * half, half)
+    if not arch.startswith("GptOss"):
+        return layout, None
+    return _gpt_oss_backend(layout, gpu_name)
+
+
+def _gpt_oss_backend(layout: SwaLayout, gpu_name: str) -> tuple[SwaLayout | None, str]:
+    """GPT-OSS's pool depends on the attention backend SGLang picks for the GPU."""
+    name = gpu_name.upper()
+    if any(name.startswith(g) for g in _SM100_GPUS):
+        return None, (
+            f"on {gpu_name} (SM100) SGLang picks the trtllm_mha attention backend for GPT-OSS, "
+            "which turns the hybrid SWA pool off (server_args): every layer keeps every token"
+        )
+    if gpu_name:
+        return layout, f"GPT-OSS on {gpu_name}: fa3 / triton attention, hybrid SWA pool on"
+    return layout, (
+        "GPT-OSS: the hybrid SWA pool assumes a GPU before SM100 (fa3 / triton attention); on "
+        "B200 / B300 SGLang's default trtllm_mha backend turns it off and every layer keeps "
+        "every token (pass --gpu to plan that)"
+    )
