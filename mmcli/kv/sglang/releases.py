@@ -95,6 +95,16 @@ class SglangRules:
     #: Whether an explicit --context-length (mmcli's --max-model-len) caps the piecewise
     #: graphs' token counts (0.5.13 server_args.py:1579).
     prefill_graphs_clamped_to_context: bool = False
+    #: Whether a DeepSeek sparse attention (NSA) model's pool is mirrored (mmcli.kv.sglang.dsa):
+    #: 0.5.4 – 0.5.6 budget the latent at the KV dtype's size plus the indexer
+    #: (model_runner.py ``profile_max_num_token``: 0.5.4 :1406, 0.5.5 / 0.5.6 the same block)
+    #: and allocate the fp8 row of 656 B (0.5.4 memory_pool.py:1249; 0.5.5 :1587 and 0.5.6
+    #: :1748 ``override_dim``); 0.5.7 on (the mixin; 0.5.9's ``calculate_mla_kv_cache_dim``
+    #: picks the row by attention backend) were not read for it and refuse.
+    dsa_mirrored: bool = False
+    #: The page size server_args forces for an NSA model on CUDA (0.5.4 server_args.py:1023,
+    #: 0.5.5 :1075, 0.5.6 :973).
+    dsa_page_size: int = 64
 
 
 _GEMMA_OFF = (
@@ -132,6 +142,7 @@ RELEASES: tuple[SglangRules, ...] = (
         True,
         "ratio",
         _HYBRID_054,
+        dsa_mirrored=True,
     ),
 )
 
@@ -152,6 +163,8 @@ _PROFILED = replace(
     hybrid_models=(),
     small_gpu_graph_bs=24,
 )
+#: 0.5.7 on: the NSA pool is not mirrored (see ``dsa_mirrored``).
+_NO_DSA = replace(_PROFILED, dsa_mirrored=False)
 _MIMO_V2 = ("MiMoV2FlashForCausalLM", "MiMoV2MTP")
 #: server_args.py ``_handle_gpu_memory_settings`` is the same in 0.5.10 – 0.5.12; 0.5.13 also
 #: clamps the piecewise graphs to --context-length, which is None unless given (a plan never
@@ -166,14 +179,14 @@ RELEASES = (
     *RELEASES,
     replace(_PROFILED, release="0.5.5"),
     replace(_PROFILED, release="0.5.6"),
-    replace(_PROFILED, release="0.5.7", v_head_dim_in_cell=True, swa_pool_unmirrored_for=_MIMO_V2),
-    replace(_PROFILED, release="0.5.8", v_head_dim_in_cell=True, sliding_mirrored=False),
-    replace(_PROFILED, release="0.5.9", v_head_dim_in_cell=True, sliding_mirrored=False),
+    replace(_NO_DSA, release="0.5.7", v_head_dim_in_cell=True, swa_pool_unmirrored_for=_MIMO_V2),
+    replace(_NO_DSA, release="0.5.8", v_head_dim_in_cell=True, sliding_mirrored=False),
+    replace(_NO_DSA, release="0.5.9", v_head_dim_in_cell=True, sliding_mirrored=False),
     #: 0.5.10: the same cell and budget (model_runner_kv_cache_mixin.py:171), the request pool
     #: from the capacity (:840); its default fraction reserves piecewise CUDA graphs.
     *(
         replace(
-            _PROFILED,
+            _NO_DSA,
             release=name,
             fraction_rule="reserve-pcg",
             moe_runner_disables_prefill_graphs=moe_off,
