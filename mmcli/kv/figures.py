@@ -17,6 +17,7 @@ _Options = TypeVar("_Options", bound="PoolRequest")
 #: The figures every engine reports, in table order, with their labels.
 FIGURE_LABELS: dict[str, str] = {
     "bytes_per_token": "bytes per token",
+    "allocated_bytes_per_token": "bytes allocated per token",
     "block_tokens": "tokens per block / page",
     "budget_bytes": "KV budget",
     "pool_tokens": "pool tokens",

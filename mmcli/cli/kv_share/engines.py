@@ -86,7 +86,7 @@ def _cell(name: str, value: int | float | None, estimate: bool) -> str:
         text = f"{value:.2f}×"
     else:
         text = f"{int(value):,}"
-        text += " B" if name == "bytes_per_token" else ""
+        text += " B" if name in ("bytes_per_token", "allocated_bytes_per_token") else ""
     return f"{text} (estimate)" if estimate else text
 
 

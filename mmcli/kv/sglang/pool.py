@@ -18,6 +18,7 @@ from mmcli.errors import InputError
 from mmcli.kv.figures import EngineFigures, Figure, PoolRequest, max_concurrency
 from mmcli.kv.model import ModelConfig
 from mmcli.kv.sglang.budget import Fraction, PrefillGraphs, default_fraction, estimated_rest
+from mmcli.kv.sglang.dsa import NsaCell, is_nsa, nsa_cell, nsa_notes
 from mmcli.kv.sglang.geometry import Cell, hybrid_cell, sglang_cell, sliding_note
 from mmcli.kv.sglang.hybrid import HybridState, state_slots
 from mmcli.kv.sglang.releases import SglangRules, sglang_rules
@@ -50,8 +51,8 @@ class SglangOptions(PoolRequest):
     speculative: bool = False
 
 
-def _check(options: SglangOptions) -> None:
-    if options.enable_dp_attention:
+def _check(options: SglangOptions, nsa: bool) -> None:
+    if options.enable_dp_attention and not nsa:
         raise InputError(
             "SGLang: DP attention is not mirrored (the attention tp size, the pool per DP rank "
             "and its extra reserve differ)",
@@ -161,9 +162,13 @@ def _log_lines(cell: Cell, tokens: int, page: int, running: int, context: int | 
 def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions) -> EngineFigures:
     """What SGLang ``options.release`` allocates for ``config`` (its HF ``doc``) per rank."""
     rules = sglang_rules(options.release)
-    _check(options)
+    _check(options, is_nsa(doc))
     state: HybridState | None = None
-    if any(isinstance(layer.spec, MambaSpec) for layer in config.layers):
+    nsa: NsaCell | None = None
+    if is_nsa(doc):
+        nsa = _nsa(config, doc, rules, options)
+        cell = Cell(nsa.layers, 1, nsa.kv_lora_rank + nsa.qk_rope_head_dim, nsa.dtype_bytes, True)
+    elif any(isinstance(layer.spec, MambaSpec) for layer in config.layers):
         cell, state = hybrid_cell(config, doc, rules, tp=options.tp, kv_dtype=options.kv_dtype)
     else:
         cell = sglang_cell(config, doc, rules, tp=options.tp, kv_dtype=options.kv_dtype)
@@ -194,10 +199,11 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
     )
     rest, budget, source, fraction = _budget(options, rules, doc, graphs)
     estimate = budget.estimate
-    page = options.page_size
+    page = options.page_size if nsa is None else nsa.page
+    per_token = cell.bytes_per_token if nsa is None else nsa.budget_bytes_per_token
     slots = 0
     if state is None:
-        raw = max(0, rest // cell.bytes_per_token)
+        raw = max(0, rest // per_token)
     else:
         slots, left = state_slots(
             state,
@@ -221,13 +227,16 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
     notes.extend(n for n in (note, swa_note) if n)
     if swa is not None:
         notes.append(swa.note(tokens, swa_tokens))
-    if cell.mla and not options.page_size_given:
+    if nsa is not None:
+        given = options.page_size if options.page_size_given else None
+        notes.extend(nsa_notes(nsa, rules, tokens, given, auto=options.kv_dtype == "auto"))
+    elif cell.mla and not options.page_size_given:
         notes.append(
             "page size 1 assumed: attention backends that force one (flashmla 64, cutlass_mla "
             "128, trtllm_mla 32/64 on Blackwell) floor the pool to it; pass --page-size"
         )
     figures = {
-        "bytes_per_token": Figure(cell.bytes_per_token),
+        "bytes_per_token": Figure(per_token),
         "block_tokens": Figure(page),
         "budget_bytes": budget,
         "pool_tokens": Figure(tokens, estimate),
@@ -235,6 +244,8 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
     }
     if swa is not None:
         figures["swa_pool_tokens"] = Figure(swa_tokens, estimate)
+    if nsa is not None:
+        figures["allocated_bytes_per_token"] = Figure(nsa.allocated_bytes_per_token)
     if state is not None:
         slot_estimate = estimate if state.radix_cache else None
         figures["state_bytes_per_request"] = Figure(state.bytes_per_request)
@@ -276,11 +287,32 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
         result.log_lines = _log_lines(cell, tokens, page, running or 0, context)
         if swa is not None:
             result.log_lines[:1] = swa.log_lines(tokens, swa_tokens, page)
+        elif nsa is not None:
+            # get_kv_size_bytes adds the indexer pages to the latent rows (memory_pool.py).
+            size = nsa.pool_bytes(tokens) / _GIB
+            result.log_lines[0] = (
+                f"KV Cache is allocated. #tokens: {tokens}, KV size: {size:.2f} GB"
+            )
         if state is not None:
             # The state pool is built (and logged) before the token pool.
             pool_slots = slots if rules.hybrid_rule == "ratio" else reqs
             result.log_lines.insert(0, _state_line(state, rules, pool_slots))
     return result
+
+
+def _nsa(
+    config: ModelConfig, doc: dict[str, Any], rules: SglangRules, options: SglangOptions
+) -> NsaCell:
+    """The NSA cell; a budget from --gpu is refused (DP attention, which SGLang turns on for
+    these models, adds a reserve to the default fraction and replicates attention weights)."""
+    nsa = nsa_cell(config, doc, rules, kv_dtype=options.kv_dtype)
+    if options.memory_bytes is None:
+        raise InputError(
+            f"SGLang {rules.release}: a DeepSeek NSA model's budget from --gpu is not mirrored "
+            "(the DP attention SGLang turns on reserves more and replicates attention weights)",
+            hint="pass --memory (profile_max_num_token's rest_memory)",
+        )
+    return nsa
 
 
 def _request_pool(

@@ -116,6 +116,16 @@ class SglangRules:
     #: hybrid sliding-window pool (the mirrored ones split by ``swa_split``).
     hybrid_swa_archs: tuple[str, ...] = ()
     swa_split: SwaSplit = "none"
+    #: Whether a DeepSeek sparse attention (NSA) model's pool is mirrored (mmcli.kv.sglang.dsa):
+    #: 0.5.4 – 0.5.6 budget the latent at the KV dtype's size plus the indexer
+    #: (model_runner.py ``profile_max_num_token``: 0.5.4 :1406, 0.5.5 / 0.5.6 the same block)
+    #: and allocate the fp8 row of 656 B (0.5.4 memory_pool.py:1249; 0.5.5 :1587 and 0.5.6
+    #: :1748 ``override_dim``); 0.5.7 on (the mixin; 0.5.9's ``calculate_mla_kv_cache_dim``
+    #: picks the row by attention backend) were not read for it and refuse.
+    dsa_mirrored: bool = False
+    #: The page size server_args forces for an NSA model on CUDA (0.5.4 server_args.py:1023,
+    #: 0.5.5 :1075, 0.5.6 :973).
+    dsa_page_size: int = 64
 
 
 _GEMMA_OFF = (
@@ -153,6 +163,7 @@ RELEASES: tuple[SglangRules, ...] = (
         True,
         "ratio",
         _HYBRID_054,
+        dsa_mirrored=True,
     ),
 )
 
@@ -173,6 +184,8 @@ _PROFILED = replace(
     hybrid_models=(),
     small_gpu_graph_bs=24,
 )
+#: 0.5.7 on: the NSA pool is not mirrored (see ``dsa_mirrored``).
+_NO_DSA = replace(_PROFILED, dsa_mirrored=False)
 _MIMO_V2 = ("MiMoV2FlashForCausalLM", "MiMoV2MTP")
 _STEP3P5 = ("Step3p5ForCausalLM", "Step3p5MTP")
 #: 0.5.8 / 0.5.9 server_args turn the pool off for Gemma 2/3/3n and Olmo 2 (not on the list
@@ -191,12 +204,12 @@ RELEASES = (
     *RELEASES,
     replace(_PROFILED, release="0.5.5"),
     replace(_PROFILED, release="0.5.6"),
-    replace(_PROFILED, release="0.5.7", v_head_dim_in_cell=True, swa_pool_unmirrored_for=_MIMO_V2),
+    replace(_NO_DSA, release="0.5.7", v_head_dim_in_cell=True, swa_pool_unmirrored_for=_MIMO_V2),
     #: 0.5.8: model_config.py:1220 ``is_hybrid_swa_model``; the cell counts every layer at full
     #: size and, for MiMo-V2-Flash, its sliding layers again (model_runner_kv_cache_mixin.py:99,
     #: fixed by sgl-project/sglang#18039); the split is :206 ``set_num_tokens_hybrid_swa``.
     replace(
-        _PROFILED,
+        _NO_DSA,
         release="0.5.8",
         v_head_dim_in_cell=True,
         swa_disabled_for=_SWA_OFF_058,
@@ -207,7 +220,7 @@ RELEASES = (
     #: 0.5.9: model_config.py:1320 adds Step-3.5; the cell sums full and sliding layers
     #: (mixin :82), the split by bytes (:251).
     replace(
-        _PROFILED,
+        _NO_DSA,
         release="0.5.9",
         v_head_dim_in_cell=True,
         swa_disabled_for=_SWA_OFF_058,
@@ -224,7 +237,7 @@ RELEASES = (
     #: from the capacity (:840); its default fraction reserves piecewise CUDA graphs.
     *(
         replace(
-            _PROFILED,
+            _NO_DSA,
             release=name,
             fraction_rule="reserve-pcg",
             moe_runner_disables_prefill_graphs=moe_off,

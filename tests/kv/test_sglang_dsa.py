@@ -1,0 +1,101 @@
+"""SGLang's pool for DeepSeek sparse attention (V3.2 NSA): budget cell versus allocation.
+
+Facts (SGLang wheels, sglang/srt/):
+* 0.5.4 model_executor/model_runner.py:1400 ``profile_max_num_token``: cell = (kv_lora_rank +
+  qk_rope_head_dim) · layers · element size of the KV dtype, plus :1406-1415 the indexer,
+  (index_head_dim + index_head_dim // 128 · 4) · layers · 1 (uint8); the same block in 0.5.5
+  and 0.5.6 model_runner.py.
+* 0.5.4 mem_cache/memory_pool.py:1246-1251: with an fp8_e4m3 cache the NSA latent row is 656
+  (``kv_cache_dim``; 0.5.5 :1587 / 0.5.6 :1748 compute it as 512 + 512 // 128 · 4 + 64 · 2),
+  buffers of (size + page_size) rows per layer (:1263); :1437-1455 the indexer buffer,
+  (size + page_size + 1) // page_size pages of page_size · 132 bytes per layer; :1429 asserts
+  index_head_dim 128 and :1431 page size 64; ``get_kv_size_bytes`` adds both (:1511).
+* 0.5.4 server_args.py:1009-1024: for is_deepseek_nsa, DP attention on and page size 64.
+* The V3.2 config (tests/kv/configs/deepseek-ai--DeepSeek-V3.2.as-DeepSeek-V3.2-Exp.json):
+  61 layers, kv_lora_rank 512, qk_rope_head_dim 64, index_head_dim 128, bfloat16.
+
+Hand sums: fp8 budget (576 · 1 + 132) · 61 = 43,188 B; allocated (656 + 132) · 61 = 48,068 B;
+bf16 both (576 · 2 + 132) · 61 = 78,324 B.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mmcli.errors import InputError
+from mmcli.kv.inputs.layer_config import load_config, read_document
+from mmcli.kv.sglang import SglangOptions, plan_sglang
+from mmcli.kv.sglang.releases import RELEASES
+
+V32 = Path(__file__).parent / "configs" / "deepseek-ai--DeepSeek-V3.2.as-DeepSeek-V3.2-Exp.json"
+GiB = 2**30
+#: sgl-project/sglang#11309 (merged 2025-10-07, in 0.5.4), DeepSeek-V3.2-Exp on 8×B200 (fp8
+#: cache forced on Blackwell), --tp 8 --dp 8 --enable-dp-attention:
+#: "KV Cache is allocated. #tokens: 975424, KV size: 43.67 GB".
+PUBLISHED = "KV Cache is allocated. #tokens: 975424, KV size: 43.67 GB"
+
+
+def plan(**options: Any):  # type: ignore[no-untyped-def]
+    return plan_sglang(load_config(V32), read_document(V32), SglangOptions(**options))
+
+
+@pytest.mark.parametrize("release", ["0.5.4", "0.5.5", "0.5.6"])
+def test_published_b200_log_is_reproduced(release: str) -> None:
+    # The log does not give the budget: any budget in [975424, 975425) budget cells gives it.
+    for memory in (975_424 * 43_188, 975_425 * 43_188 - 1):
+        result = plan(release=release, tp=8, memory_bytes=memory, kv_dtype="fp8")
+        assert result.value("bytes_per_token") == 43_188
+        assert result.value("allocated_bytes_per_token") == 48_068
+        assert result.value("block_tokens") == 64
+        assert result.value("pool_tokens") == 975_424
+        assert result.log_lines[0] == PUBLISHED
+
+
+def test_fp8_allocation_exceeds_the_budget_and_says_so() -> None:
+    result = plan(release="0.5.4", memory_bytes=975_424 * 43_188, kv_dtype="fp8")
+    # (975488 · 656 + 15242 · 64 · 132) · 61 = 46,889,757,184 B against 975424 · 43188.
+    allocated = (975_488 * 656 + 15_242 * 64 * 132) * 61
+    assert allocated == 46_889_757_184
+    note = next(n for n in result.notes if "allocates 48,068 B" in n)
+    assert f"{allocated / GiB:.2f} GiB" in note
+    more = f"{allocated / (975_424 * 43_188) - 1:.1%}"
+    assert more == "11.3%" and f"{more} more" in note
+    assert result.to_json()["figures"]["allocated_bytes_per_token"]["value"] == 48_068
+
+
+def test_bf16_budget_and_allocation_agree() -> None:
+    result = plan(release="0.5.4", memory_bytes=100 * 78_324 + 5, page_size=1, page_size_given=True)
+    assert result.value("bytes_per_token") == 78_324
+    assert result.value("allocated_bytes_per_token") == 78_324
+    assert result.value("pool_tokens") == 64  # 100 floored to the forced page of 64
+    assert not any("allocates" in n for n in result.notes)
+    assert any("--page-size 1 is replaced by 64" in n for n in result.notes)
+    assert any("Hopper" in n for n in result.notes)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"release": "0.5.7"}, "SGLang 0.5.7: its NSA pool"),
+        ({"release": "0.5.17"}, "not mirrored"),
+        ({"release": "0.5.4", "kv_dtype": "fp8_e5m2"}, "bfloat16 or fp8_e4m3 only"),
+    ],
+)
+def test_unmirrored_cases_are_refused(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        plan(memory_bytes=40 * GiB, **options)
+
+
+def test_gpu_budget_is_refused() -> None:
+    with pytest.raises(InputError, match="budget from --gpu is not mirrored"):
+        plan(release="0.5.4", gpu_bytes=80 * GiB, weights_bytes=GiB, gpu_name="H100")
+
+
+def test_release_rows() -> None:
+    assert [r.release for r in RELEASES if r.dsa_mirrored] == ["0.5.4", "0.5.5", "0.5.6"]
+    with pytest.raises(InputError) as info:
+        plan(release="0.5.8", memory_bytes=GiB)
+    assert "--sglang-version 0.5.6" in (info.value.hint or "")
