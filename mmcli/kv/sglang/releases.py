@@ -138,7 +138,13 @@ RELEASES: tuple[SglangRules, ...] = (
 #: 0.5.5 – 0.5.9 size a dense / MLA pool as 0.5.4 does (``profile_max_num_token``, model_runner.py
 #: in 0.5.5 / 0.5.6, model_executor/model_runner_kv_cache_mixin.py from 0.5.7); the default
 #: fraction differs only in the < 35 GiB tier (server_args.py ``_handle_gpu_memory_settings``).
-#: Their GDN / Mamba pools changed and were not mirrored. Their sliding-window rule is 0.5.4's
+#: 0.5.5 and 0.5.6 size the GDN / Mamba state pool as 0.5.4 does (``handle_max_mamba_cache``,
+#: model_runner.py:1325 in 0.5.5, :1450 in 0.5.6: the same ratio solve, the same 512 / request
+#: cap with the radix cache off, the same MambaPool of slots + 1, memory_pool.py:258 / :233) for
+#: the same three models; they add Kimi-Linear (KimiLinearForCausalLM, a KDA state of three conv
+#: buffers), not mirrored. 0.5.7 on reserve the speculative intermediate states apart, by
+#: --max-running-requests (model_runner_kv_cache_mixin.py:145), and add the mamba scheduler
+#: strategies: not mirrored. Their sliding-window rule is 0.5.4's
 #: through 0.5.7: the same model classes define ``get_attention_sliding_window_size`` (gemma2,
 #: gemma3_causal, gemma3_mm, gemma3n_causal, gemma3n_mm, gpt_oss, olmo2) and server_args turns
 #: the hybrid SWA pool off for each (0.5.5 server_args.py:997, :1029, :1035; 0.5.6 :1123,
@@ -164,8 +170,8 @@ _PCG_ROWS: tuple[tuple[str, bool], ...] = (
 )
 RELEASES = (
     *RELEASES,
-    replace(_PROFILED, release="0.5.5"),
-    replace(_PROFILED, release="0.5.6"),
+    replace(_PROFILED, release="0.5.5", hybrid_rule="ratio", hybrid_models=_HYBRID_054),
+    replace(_PROFILED, release="0.5.6", hybrid_rule="ratio", hybrid_models=_HYBRID_054),
     replace(_PROFILED, release="0.5.7", v_head_dim_in_cell=True, swa_pool_unmirrored_for=_MIMO_V2),
     replace(_PROFILED, release="0.5.8", v_head_dim_in_cell=True, sliding_mirrored=False),
     replace(_PROFILED, release="0.5.9", v_head_dim_in_cell=True, sliding_mirrored=False),
@@ -321,12 +327,14 @@ def state_line_release(names_slots: bool) -> str:
 
 
 _SLOTS, _NO_SLOTS = state_line_release(True), state_line_release(False)
+_NEWEST_RATIO = newest_release(lambda r: r.hybrid_rule == "ratio")
 #: What each release's ``Mamba Cache is allocated`` line says (memory_pool.py of its wheel).
 STATE_LINE_WORDING = {
     _SLOTS: (
         f"the Mamba Cache line names max_mamba_cache_size: SGLang {_SLOTS}'s wording "
         f"(memory_pool.py:222); {_NO_SLOTS}'s names no slot count (:177), older releases have "
-        f"no state pool, the state pools of releases after {_SLOTS} are not mirrored"
+        f"no state pool; {_SLOTS} – {_NEWEST_RATIO} word and size it alike, the state pools "
+        f"of later releases are not mirrored"
     ),
     _NO_SLOTS: (
         f"the Mamba Cache line names no max_mamba_cache_size: SGLang {_NO_SLOTS}'s wording "
