@@ -20,7 +20,8 @@ from mmcli.kv.model import ModelConfig
 from mmcli.kv.sglang.budget import Fraction, PrefillGraphs, default_fraction, estimated_rest
 from mmcli.kv.sglang.geometry import Cell, hybrid_cell, sglang_cell, sliding_note
 from mmcli.kv.sglang.hybrid import HybridState, state_slots
-from mmcli.kv.sglang.releases import SglangRules, sglang_rules
+from mmcli.kv.sglang.releases import SglangRules, newest_release, sglang_rules
+from mmcli.kv.sglang.speculative import DEFAULT_RUNNING_REQUESTS, Speculative, speculative
 from mmcli.kv.state import MambaSpec
 
 _GIB = 2**30
@@ -47,6 +48,10 @@ class SglangOptions(PoolRequest):
     cuda_graph_max_bs: int | None = None
     enable_dp_attention: bool = False
     speculative: bool = False
+    #: EAGLE / NEXTN speculative decoding (``--speculative-num-steps`` etc.; None: off).
+    speculative_num_steps: int | None = None
+    speculative_eagle_topk: int | None = None
+    speculative_num_draft_tokens: int | None = None
 
 
 def _check(options: SglangOptions) -> None:
@@ -165,6 +170,10 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
         cell, state = hybrid_cell(config, doc, rules, tp=options.tp, kv_dtype=options.kv_dtype)
     else:
         cell = sglang_cell(config, doc, rules, tp=options.tp, kv_dtype=options.kv_dtype)
+    spec = _speculative(options, rules, state)
+    user_requests = options.max_running_requests
+    if spec is not None and user_requests is None:
+        user_requests = DEFAULT_RUNNING_REQUESTS
     if rules.multimodal_kv_reserve and isinstance(doc.get("vision_config"), dict):
         raise InputError(
             f"SGLang {rules.release}: a multimodal model's KV budget loses a runtime reserve "
@@ -189,17 +198,23 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
         slots, left = state_slots(
             state,
             rest / _GIB,
-            max_running_requests=options.max_running_requests,
+            max_running_requests=user_requests,
             ratio=MAMBA_FULL_MEMORY_RATIO,
+            draft_tokens=0 if spec is None else spec.num_draft_tokens,
         )
         raw = max(0, int(left * (1 << 30) // cell.bytes_per_token))
     context, context_estimate = _context_len(config, options, doc)
     tokens = raw if options.max_total_tokens is None else min(raw, options.max_total_tokens)
     tokens = tokens // page * page
-    reqs = _request_pool(rules, options.max_running_requests, raw, tokens, context)
+    reqs = _request_pool(rules, user_requests, raw, tokens, context)
     if state is not None and reqs is not None:
         per = _SLOTS_PER_REQUEST_WITH_RADIX if state.radix_cache else 1
         reqs = min(reqs, slots // per)
+    if spec is not None and reqs is not None:
+        # The target's pool also holds the draft and verify tokens (draft_runner_cache_size).
+        raw += spec.headroom(reqs)
+        tokens = raw if options.max_total_tokens is None else min(raw, options.max_total_tokens)
+        tokens = tokens // page * page
     notes: list[str] = []
     note = sliding_note(doc, rules, cell.sliding_as_full)
     if note:
@@ -221,6 +236,15 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
         figures["state_bytes_per_request"] = Figure(state.bytes_per_request)
         figures["state_slots"] = Figure(slots, slot_estimate)
         notes.extend(_state_notes(state, rules, slots, cell))
+        if spec is not None:
+            notes.append(
+                f"speculative decoding ({spec.num_steps} steps, top-k {spec.eagle_topk}, "
+                f"{spec.num_draft_tokens} draft tokens): each state slot also holds "
+                f"{spec.num_draft_tokens} intermediate states (slots solved with × "
+                f"{1 + spec.num_draft_tokens}); the token pool gets requests × "
+                f"({spec.num_steps} × {spec.eagle_topk} + {spec.num_draft_tokens}) + 100 tokens "
+                "for the draft and verify tokens; the draft model's own pool is not counted"
+            )
     refusal = None
     running = None
     if rules.weights_overflow_error and rest <= 0:
@@ -232,7 +256,7 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
     else:
         if reqs is not None:
             # tp_worker: min(tokens // 2, or --max-running-requests, the request pool's size).
-            user = options.max_running_requests
+            user = user_requests
             running = min(tokens // 2 if user is None else user, reqs)
             if running <= 0:
                 refusal = "SGLang stops at start-up: 'max_running_request is zero' (no state "
@@ -258,8 +282,43 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
         if state is not None:
             # The state pool is built (and logged) before the token pool.
             pool_slots = slots if rules.hybrid_rule == "ratio" else reqs
-            result.log_lines.insert(0, _state_line(state, rules, pool_slots))
+            line = _state_line(state, rules, pool_slots)
+            if spec is not None and pool_slots is not None:
+                line += _intermediate_sizes(state, pool_slots, spec)
+            result.log_lines.insert(0, line)
     return result
+
+
+def _speculative(
+    options: SglangOptions, rules: SglangRules, state: HybridState | None
+) -> Speculative | None:
+    """The speculative settings, refused where they are not mirrored."""
+    spec = speculative(
+        options.speculative_num_steps,
+        options.speculative_eagle_topk,
+        options.speculative_num_draft_tokens,
+    )
+    if spec is None:
+        return None
+    if state is None or not rules.speculative_state_in_slots:
+        newest = newest_release(lambda r: r.speculative_state_in_slots)
+        raise InputError(
+            f"SGLang {rules.release}: speculative decoding is mirrored only for the hybrid GDN "
+            f"/ Mamba-2 models of SGLang {newest} and older (its draft states in the state "
+            "slots); the draft runner's own pool, and the rules of later releases, are not",
+            hint=f"plan without --speculative-num-steps, or a hybrid model with --sglang-version "
+            f"{newest}",
+        )
+    return spec
+
+
+def _intermediate_sizes(state: HybridState, slots: int, spec: Speculative) -> str:
+    """The rest of MambaPool's line with speculative decoding (0.5.5 memory_pool.py:257)."""
+    ssm, conv = state.intermediate_bytes(slots, spec.num_draft_tokens)
+    return (
+        f" intermediate_ssm_state_cache size: {ssm / _GIB:.2f}GB "
+        f"intermediate_conv_window_cache size: {conv / _GIB:.2f}GB"
+    )
 
 
 def _request_pool(

@@ -92,6 +92,10 @@ class SglangRules:
     #: turns the piecewise graphs off (0.5.10 – 0.5.12 ``_handle_moe_kernel_config``; removed in
     #: 0.5.13): a MoE model's default fraction on a GPU of 160 GiB or more is refused there.
     moe_runner_disables_prefill_graphs: bool = False
+    #: Whether EAGLE / NEXTN speculative decoding is mirrored for the hybrid models served: each
+    #: state slot also holds the draft tokens' intermediate states (``handle_max_mamba_cache``
+    #: divides by 1 + D, 0.5.4 model_runner.py:1438) and the token pool gets the draft headroom.
+    speculative_state_in_slots: bool = False
     #: Whether an explicit --context-length (mmcli's --max-model-len) caps the piecewise
     #: graphs' token counts (0.5.13 server_args.py:1579).
     prefill_graphs_clamped_to_context: bool = False
@@ -132,6 +136,7 @@ RELEASES: tuple[SglangRules, ...] = (
         True,
         "ratio",
         _HYBRID_054,
+        speculative_state_in_slots=True,
     ),
 )
 
@@ -157,6 +162,7 @@ _PROFILED = replace(
     hybrid_rule="unread",
     hybrid_models=(),
     small_gpu_graph_bs=24,
+    speculative_state_in_slots=False,
 )
 _MIMO_V2 = ("MiMoV2FlashForCausalLM", "MiMoV2MTP")
 #: server_args.py ``_handle_gpu_memory_settings`` is the same in 0.5.10 – 0.5.12; 0.5.13 also
@@ -170,8 +176,16 @@ _PCG_ROWS: tuple[tuple[str, bool], ...] = (
 )
 RELEASES = (
     *RELEASES,
-    replace(_PROFILED, release="0.5.5", hybrid_rule="ratio", hybrid_models=_HYBRID_054),
-    replace(_PROFILED, release="0.5.6", hybrid_rule="ratio", hybrid_models=_HYBRID_054),
+    *(
+        replace(
+            _PROFILED,
+            release=name,
+            hybrid_rule="ratio",
+            hybrid_models=_HYBRID_054,
+            speculative_state_in_slots=True,
+        )
+        for name in ("0.5.5", "0.5.6")
+    ),
     replace(_PROFILED, release="0.5.7", v_head_dim_in_cell=True, swa_pool_unmirrored_for=_MIMO_V2),
     replace(_PROFILED, release="0.5.8", v_head_dim_in_cell=True, sliding_mirrored=False),
     replace(_PROFILED, release="0.5.9", v_head_dim_in_cell=True, sliding_mirrored=False),
