@@ -126,3 +126,20 @@ def test_what_is_not_mirrored_is_refused(
 ) -> None:
     with pytest.raises(InputError, match=message):
         plan(path, release=release, memory_bytes=40 * GiB, **options)
+
+
+def test_the_plan_command_takes_sglangs_flags() -> None:
+    from typer.testing import CliRunner
+
+    from mmcli.cli.main import app
+
+    args = ["kv-share", "plan", str(QWEN3_NEXT), "--engine", "sglang", "--memory", "40GiB"]
+    args += ["--sglang-version", "0.5.5", "--speculative-num-steps", "3"]
+    result = CliRunner().invoke(app, [*args, "--speculative-eagle-topk", "1"])
+    assert result.exit_code == 0, result.output
+    assert "#tokens: 930405," in result.output
+    # 52 slots × 77,266,944 B × 5 = 18.71 GiB off the budget.
+    assert "// 5) = 52 " in result.output and "18.71 GiB taken off" in result.output
+    plain = ["kv-share", "plan", str(QWEN3_NEXT), "--memory", "40GiB"]
+    vllm = CliRunner().invoke(app, [*plain, "--speculative-num-steps", "3"])
+    assert vllm.exit_code == 2 and "is a SGLang option" in vllm.output

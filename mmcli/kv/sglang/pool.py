@@ -235,7 +235,8 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
         slot_estimate = estimate if state.radix_cache else None
         figures["state_bytes_per_request"] = Figure(state.bytes_per_request)
         figures["state_slots"] = Figure(slots, slot_estimate)
-        notes.extend(_state_notes(state, rules, slots, cell))
+        draft = 0 if spec is None else spec.num_draft_tokens
+        notes.extend(_state_notes(state, rules, slots, cell, draft))
         if spec is not None:
             notes.append(
                 f"speculative decoding ({spec.num_steps} steps, top-k {spec.eagle_topk}, "
@@ -351,13 +352,17 @@ def _state_line(state: HybridState, rules: SglangRules, slots: int | None) -> st
     return f"Mamba Cache is allocated. {sizes}"
 
 
-def _state_notes(state: HybridState, rules: SglangRules, slots: int, cell: Cell) -> list[str]:
+def _state_notes(
+    state: HybridState, rules: SglangRules, slots: int, cell: Cell, draft: int
+) -> list[str]:
     per = state.bytes_per_request
-    taken = slots * per / _GIB
+    taken = slots * per * (1 + draft) / _GIB
+    spec = f" // {1 + draft}" if draft else ""
     if state.radix_cache:
         how = (
             f"max_mamba_cache_size = int(budget × {MAMBA_FULL_MEMORY_RATIO}/"
-            f"{1 + MAMBA_FULL_MEMORY_RATIO:g} // {per:,} B) = {slots:,} (mamba_full_memory_ratio "
+            f"{1 + MAMBA_FULL_MEMORY_RATIO:g} // {per:,} B{spec}) = {slots:,} "
+            "(mamba_full_memory_ratio "
             f"{MAMBA_FULL_MEMORY_RATIO}; radix cache on), requests capped at slots // "
             f"{_SLOTS_PER_REQUEST_WITH_RADIX}"
         )
@@ -368,7 +373,8 @@ def _state_notes(state: HybridState, rules: SglangRules, slots: int, cell: Cell)
             else f"SGLang {rules.release} turns the radix cache off for {state.architecture}"
         )
         how = (
-            f"max_mamba_cache_size = {slots:,} (--max-running-requests, or 512; {why}), "
+            f"max_mamba_cache_size = {slots:,} (--max-running-requests, or "
+            f"{DEFAULT_RUNNING_REQUESTS if draft else 512}; {why}), "
             "requests capped at the slots"
         )
     conv = "×".join(map(str, state.conv_shape))
