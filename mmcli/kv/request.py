@@ -103,6 +103,10 @@ class PlanRequest:
     page_size: int | None = None
     tokens_per_block: int | None = None
     free_gpu_memory_fraction: float | None = None
+    #: SGLang's ``--speculative-num-steps`` / ``-eagle-topk`` / ``-num-draft-tokens``.
+    speculative_num_steps: int | None = None
+    speculative_eagle_topk: int | None = None
+    speculative_num_draft_tokens: int | None = None
     #: A ``vllm serve`` line (text split as a shell splits it, or tokens) read with the flags of
     #: ``vllm_version``: its model and its settings that change KV memory fill these fields.
     serve: str | tuple[str, ...] | list[str] | None = None
@@ -153,6 +157,9 @@ class PlanRequest:
             self.page_size,
             self.tokens_per_block,
             self.free_gpu_memory_fraction,
+            self.speculative_num_steps,
+            self.speculative_eagle_topk,
+            self.speculative_num_draft_tokens,
         )
         given = {"--map": self.map_path, "--sweep": self.sweep}
         refuse_vllm_only(engines, {**given, "--max-model-len auto": length == "auto"})

@@ -36,6 +36,10 @@ class EngineArgs:
     page_size: int | None = None
     tokens_per_block: int | None = None
     free_gpu_memory_fraction: float | None = None
+    #: SGLang's EAGLE / NEXTN speculative decoding (hybrid models, mmcli.kv.sglang.speculative).
+    speculative_num_steps: int | None = None
+    speculative_eagle_topk: int | None = None
+    speculative_num_draft_tokens: int | None = None
 
     def __post_init__(self) -> None:
         name = self.engine.strip().lower()
@@ -62,6 +66,9 @@ class EngineArgs:
                 ("--sglang-version", self.sglang_version),
                 ("--mem-fraction-static", self.mem_fraction_static),
                 ("--page-size", self.page_size),
+                ("--speculative-num-steps", self.speculative_num_steps),
+                ("--speculative-eagle-topk", self.speculative_eagle_topk),
+                ("--speculative-num-draft-tokens", self.speculative_num_draft_tokens),
             ),
             "trtllm": (
                 ("--trtllm-version", self.trtllm_version),
@@ -127,6 +134,9 @@ def other_engine(
             mem_fraction_static=args.mem_fraction_static,
             page_size=args.page_size or 1,
             page_size_given=args.page_size is not None,
+            speculative_num_steps=args.speculative_num_steps,
+            speculative_eagle_topk=args.speculative_eagle_topk,
+            speculative_num_draft_tokens=args.speculative_num_draft_tokens,
         )
         return plan_sglang(config, doc, sglang)
     from mmcli.kv.trtllm import TrtllmOptions, plan_trtllm

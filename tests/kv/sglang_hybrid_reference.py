@@ -2,11 +2,13 @@
 
 Not a test (it needs the wheels): ``pip download sglang==0.5.3 sglang==0.5.4 --no-deps``,
 unzip each, then ``python tests/kv/sglang_hybrid_reference.py SRC_0.5.3 SRC_0.5.4`` with torch
-and numpy installed. It takes from each wheel's source, unchanged, the config classes'
-state-shape properties (``configs/qwen3_next.py``, ``configs/nemotron_h.py``,
-``configs/mamba_utils.py``) and ``ModelRunner.handle_max_mamba_cache`` (0.5.4) / the 0.5.3
-subtraction in ``profile_max_num_token``, runs them on the repo's config.json files with tp
-stubbed, and prints the per-request state, the slots and the token pool for each budget.
+and numpy installed (add ``SRC_0.5.5 SRC_0.5.6``, sglang 0.5.5 and 0.5.6 unzipped, for their
+figures, with and without speculative_num_draft_tokens). It takes from each wheel's source,
+unchanged, the config classes' state-shape properties (``configs/qwen3_next.py``,
+``configs/nemotron_h.py``, ``configs/mamba_utils.py``) and ``ModelRunner.handle_max_mamba_cache``
+(0.5.4 on) / the 0.5.3 subtraction in ``profile_max_num_token``, runs them on the repo's
+config.json files with tp stubbed, and prints the per-request state, the slots and the token
+pool for each budget.
 """
 
 from __future__ import annotations
@@ -52,6 +54,10 @@ def _config(src: Path, file: str, cls: str, doc: dict[str, Any], tp: int, extra:
         "MAMBA": "M",
         "ATTENTION": "*",
     }
+    # 0.5.5 on import the attention tp size inside the config's properties.
+    attention = types.ModuleType("sglang.srt.layers.dp_attention")
+    attention.get_attention_tp_size = lambda: tp  # type: ignore[attr-defined]
+    sys.modules["sglang.srt.layers.dp_attention"] = attention
     utils = src / "sglang/srt/configs/mamba_utils.py"
     if utils.exists():
         fake = types.ModuleType("sglang.srt.distributed.utils")
@@ -107,13 +113,15 @@ def run(
     cell: int,
     budgets: list[int],
     radix: bool,
+    draft: int | None = None,
 ) -> None:
     cfg = _config(src, file, cls, doc, tp, extra)
     per = _per_req(cfg)
-    print(f"{release} {doc['architectures'][0]} tp {tp}: mamba_cache_per_req {per}")
+    spec = "" if draft is None else f", speculative_num_draft_tokens {draft}"
+    print(f"{release} {doc['architectures'][0]} tp {tp}{spec}: mamba_cache_per_req {per}")
     for rest_bytes in budgets:
         rest = rest_bytes / (1 << 30)
-        if release == "0.5.4":
+        if release != "0.5.3":
             env: dict[str, Any] = {}
             handle = _methods(
                 src / "sglang/srt/model_executor/model_runner.py",
@@ -122,7 +130,7 @@ def run(
                 env,
             )["handle_max_mamba_cache"]
             args = types.SimpleNamespace(
-                speculative_num_draft_tokens=None,
+                speculative_num_draft_tokens=draft,
                 disable_radix_cache=not radix,
                 max_mamba_cache_size=None,
                 max_running_requests=None,
@@ -144,6 +152,7 @@ def run(
 
 def main() -> None:
     src053, src054 = Path(sys.argv[1]), Path(sys.argv[2])
+    later = [(Path(a), r) for a, r in zip(sys.argv[3:], ("0.5.5", "0.5.6"), strict=False)]
     qwen = json.loads((CONFIGS / "Qwen--Qwen3-Next-80B-A3B-Thinking.json").read_text())
     nemo = json.loads((CONFIGS / "nvidia--Nemotron-H-8B-Base-8K.json").read_text())
     gib = 1 << 30
@@ -162,12 +171,31 @@ def main() -> None:
                 [40 * gib, 60 * gib, 17_682_419_712],
                 radix=rel == "0.5.4",
             )
+    # 0.5.5, 0.5.6 (sources given as the third and fourth arguments): without and with
+    # speculative_num_draft_tokens 4 (EAGLE / NEXTN, 3 steps, top-k 1: steps + 1).
+    for src, rel in later:
+        for tp in (1, 4):
+            cell = 2 // min(tp, 2) * 256 * 12 * 2 * 2
+            for draft in (None, 4):
+                run(
+                    src,
+                    rel,
+                    "qwen3_next.py",
+                    "Qwen3NextConfig",
+                    qwen,
+                    {},
+                    tp,
+                    cell,
+                    [40 * gib, 60 * gib],
+                    radix=True,
+                    draft=draft,
+                )
     nemo_extra = {"conv_kernel": 4}
-    for tp in (1, 2):
+    for (src, rel), tp in [(pair, tp) for pair in [(src054, "0.5.4"), *later] for tp in (1, 2)]:
         cell = 8 // tp * 128 * 4 * 2 * 2
         run(
-            src054,
-            "0.5.4",
+            src,
+            rel,
             "nemotron_h.py",
             "NemotronHConfig",
             nemo,

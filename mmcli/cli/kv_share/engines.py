@@ -77,6 +77,33 @@ FreeFractionOpt = Annotated[
 ]
 
 
+SpecStepsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--speculative-num-steps",
+        help="SGLang's EAGLE / NEXTN --speculative-num-steps (hybrid GDN / Mamba models; with "
+        "--speculative-eagle-topk).",
+        rich_help_panel=ENGINE,
+    ),
+]
+SpecTopkOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--speculative-eagle-topk",
+        help="SGLang's --speculative-eagle-topk (1: draft tokens = steps + 1).",
+        rich_help_panel=ENGINE,
+    ),
+]
+SpecDraftOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--speculative-num-draft-tokens",
+        help="SGLang's --speculative-num-draft-tokens (needed with a top-k above 1).",
+        rich_help_panel=ENGINE,
+    ),
+]
+
+
 def _cell(name: str, value: int | float | None, estimate: bool) -> str:
     if value is None:
         return "–"

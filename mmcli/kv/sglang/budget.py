@@ -270,3 +270,13 @@ def default_fraction(
 def estimated_rest(gpu_bytes: int, weights_per_rank: int, fraction: float) -> int:
     """The pool budget from a GPU's total and the weights one rank loads (an estimate)."""
     return int(gpu_bytes * fraction) - weights_per_rank
+
+
+def reserves_text(fraction: Fraction | None) -> str:
+    """What the budget keeps back, in words: 1 − mem_fraction_static and why."""
+    if fraction is None:
+        return "1 − mem_fraction_static of the GPU (activations, CUDA graphs), before the pool"
+    return (
+        f"{1 - fraction.value:.3f} of the GPU (1 − mem_fraction_static {fraction.value:.3f}: "
+        f"{fraction.why})"
+    )

@@ -194,3 +194,22 @@ def nsa_notes(
             "than their budget; shown is what it allocates"
         )
     return notes
+
+
+def nsa_for_budget(
+    config: ModelConfig,
+    doc: dict[str, Any],
+    rules: SglangRules,
+    kv_dtype: str,
+    memory_bytes: int | None,
+) -> NsaCell:
+    """The NSA cell; a budget from --gpu is refused (DP attention, which SGLang turns on for
+    these models, adds a reserve to the default fraction and replicates attention weights)."""
+    nsa = nsa_cell(config, doc, rules, kv_dtype=kv_dtype)
+    if memory_bytes is None:
+        raise InputError(
+            f"SGLang {rules.release}: a DeepSeek NSA model's budget from --gpu is not mirrored "
+            "(the DP attention SGLang turns on reserves more and replicates attention weights)",
+            hint="pass --memory (profile_max_num_token's rest_memory)",
+        )
+    return nsa

@@ -23,6 +23,8 @@ from mmcli.kv.state import MambaSpec
 #: SGLang's ``--kv-cache-dtype`` values and their bytes (``auto``: the model dtype).
 KV_CACHE_DTYPES = {"fp8_e4m3": 1, "fp8_e5m2": 1}
 
+_GIB = 2**30
+
 
 @dataclass(frozen=True)
 class Cell:
@@ -177,3 +179,20 @@ def sliding_note(doc: dict[str, Any], rules: SglangRules, count: int) -> str | N
             "get_attention_sliding_window_size)"
         )
     return f"{why}, so its {count} sliding layers keep every token, as full layers do"
+
+
+def pool_log_lines(
+    cell: Cell, tokens: int, page: int, running: int, context: int | None
+) -> list[str]:
+    """The token pool's "KV Cache is allocated" line and the scheduler's totals line."""
+    slots = tokens + page
+    size = cell.tensor_bytes(slots) / _GIB
+    if cell.mla:
+        first = f"KV Cache is allocated. #tokens: {tokens}, KV size: {size:.2f} GB"
+    else:
+        first = f"KV Cache is allocated. #tokens: {tokens}, K size: {size:.2f} GB, "
+        first += f"V size: {size:.2f} GB"
+    ctx = "?" if context is None else str(context)
+    second = f"max_total_num_tokens={tokens}, …, max_running_requests={running}, "
+    second += f"context_len={ctx}"
+    return [first, second]

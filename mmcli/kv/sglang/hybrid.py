@@ -27,6 +27,8 @@ from typing import Any
 from mmcli.errors import InputError
 from mmcli.kv.sglang.releases import SglangRules, newest_release
 
+_GIB = 2**30
+
 #: ``CONV_DTYPE`` (bfloat16) and the default ``--mamba-ssm-dtype`` (float32), in bytes.
 CONV_BYTES = 2
 SSM_BYTES = 4
@@ -64,6 +66,12 @@ class HybridState:
     def bytes_per_request(self) -> int:
         """``mamba_cache_per_req``."""
         return (self.conv_bytes + self.ssm_bytes) * self.state_layers
+
+    def intermediate_bytes(self, slots: int, draft_tokens: int) -> tuple[int, int]:
+        """Bytes of the speculative intermediate SSM states and conv windows: one per draft
+        token in each of ``slots`` + 1 slots (0.5.5 memory_pool.py:207, :239)."""
+        ssm, conv = self.pool_bytes(slots)[::-1]
+        return ssm * draft_tokens, conv * draft_tokens
 
     def pool_bytes(self, slots: int) -> tuple[int, int]:
         """Bytes of the conv and SSM buffers for ``slots`` slots (SGLang allocates one more)."""
@@ -288,6 +296,7 @@ def state_slots(
     *,
     max_running_requests: int | None,
     ratio: float,
+    draft_tokens: int = 0,
 ) -> tuple[int, float]:
     """``max_mamba_cache_size`` and the GiB left for the token pool (``rest_gib``: the budget).
 
@@ -295,12 +304,25 @@ def state_slots(
     taken off the budget. 0.5.4 (``handle_max_mamba_cache``, model_runner.py:1433): with the
     radix cache on, the slots take ``rest × r / (1 + r)`` (``mamba_full_memory_ratio`` r, 0.9);
     with it off (Falcon-H1, Nemotron-H), the fixed 512 (or ``--max-running-requests``). The
-    float arithmetic is SGLang's, in its order.
+    float arithmetic is SGLang's, in its order. ``draft_tokens`` (speculative decoding's D): each
+    slot also holds D intermediate states, so the slots are solved with ``per_req × (1 + D)``
+    (``// (1 + D)``, and ``× (1 + D)`` off the budget).
     """
     per_req = state.bytes_per_request
     if state.radix_cache:
         raw = rest_gib * ratio / (1 + ratio)
-        slots = int((raw * (1 << 30)) // per_req // 1)
+        slots = int((raw * (1 << 30)) // per_req // (1 + draft_tokens))
     else:
         slots = max_running_requests if max_running_requests is not None else 512
-    return slots, rest_gib - slots * per_req * 1 / (1 << 30)
+    return slots, rest_gib - slots * per_req * (1 + draft_tokens) / (1 << 30)
+
+
+def state_line(state: HybridState, rules: SglangRules, slots: int | None) -> str:
+    """MambaPool's line: 0.5.4 names the slots (its size); 0.5.3 sizes it by the request pool."""
+    if slots is None:
+        return "Mamba Cache is allocated. … (its size needs the context length: --max-model-len)"
+    conv, ssm = state.pool_bytes(slots)
+    sizes = f"conv_state size: {conv / _GIB:.2f}GB, ssm_state size: {ssm / _GIB:.2f}GB"
+    if rules.hybrid_rule == "ratio":
+        return f"Mamba Cache is allocated. max_mamba_cache_size: {slots}, {sizes}"
+    return f"Mamba Cache is allocated. {sizes}"

@@ -17,11 +17,28 @@ from typing import Any
 from mmcli.errors import InputError
 from mmcli.kv.figures import EngineFigures, Figure, PoolRequest, max_concurrency
 from mmcli.kv.model import ModelConfig
-from mmcli.kv.sglang.budget import Fraction, PrefillGraphs, default_fraction, estimated_rest
-from mmcli.kv.sglang.dsa import NsaCell, is_nsa, nsa_cell, nsa_notes
-from mmcli.kv.sglang.geometry import Cell, hybrid_cell, sglang_cell, sliding_note
-from mmcli.kv.sglang.hybrid import HybridState, state_slots
+from mmcli.kv.sglang.budget import (
+    Fraction,
+    PrefillGraphs,
+    default_fraction,
+    estimated_rest,
+    reserves_text,
+)
+from mmcli.kv.sglang.dsa import NsaCell, is_nsa, nsa_for_budget, nsa_notes
+from mmcli.kv.sglang.geometry import (
+    Cell,
+    hybrid_cell,
+    pool_log_lines,
+    sglang_cell,
+    sliding_note,
+)
+from mmcli.kv.sglang.hybrid import HybridState, state_line, state_slots
 from mmcli.kv.sglang.releases import SglangRules, sglang_rules
+from mmcli.kv.sglang.speculative import (
+    DEFAULT_RUNNING_REQUESTS,
+    checked_speculative,
+    intermediate_sizes,
+)
 from mmcli.kv.sglang.swa import SwaLayout, swa_layout
 from mmcli.kv.state import MambaSpec
 
@@ -49,6 +66,10 @@ class SglangOptions(PoolRequest):
     cuda_graph_max_bs: int | None = None
     enable_dp_attention: bool = False
     speculative: bool = False
+    #: EAGLE / NEXTN speculative decoding (``--speculative-num-steps`` etc.; None: off).
+    speculative_num_steps: int | None = None
+    speculative_eagle_topk: int | None = None
+    speculative_num_draft_tokens: int | None = None
 
 
 def _check(options: SglangOptions, nsa: bool) -> None:
@@ -145,20 +166,6 @@ def _context_len(
     return config.max_model_len, None
 
 
-def _log_lines(cell: Cell, tokens: int, page: int, running: int, context: int | None) -> list[str]:
-    slots = tokens + page
-    size = cell.tensor_bytes(slots) / _GIB
-    if cell.mla:
-        first = f"KV Cache is allocated. #tokens: {tokens}, KV size: {size:.2f} GB"
-    else:
-        first = f"KV Cache is allocated. #tokens: {tokens}, K size: {size:.2f} GB, "
-        first += f"V size: {size:.2f} GB"
-    ctx = "?" if context is None else str(context)
-    second = f"max_total_num_tokens={tokens}, …, max_running_requests={running}, "
-    second += f"context_len={ctx}"
-    return [first, second]
-
-
 def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions) -> EngineFigures:
     """What SGLang ``options.release`` allocates for ``config`` (its HF ``doc``) per rank."""
     rules = sglang_rules(options.release)
@@ -166,7 +173,7 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
     state: HybridState | None = None
     nsa: NsaCell | None = None
     if is_nsa(doc):
-        nsa = _nsa(config, doc, rules, options)
+        nsa = nsa_for_budget(config, doc, rules, options.kv_dtype, options.memory_bytes)
         cell = Cell(nsa.layers, 1, nsa.kv_lora_rank + nsa.qk_rope_head_dim, nsa.dtype_bytes, True)
     elif any(isinstance(layer.spec, MambaSpec) for layer in config.layers):
         cell, state = hybrid_cell(config, doc, rules, tp=options.tp, kv_dtype=options.kv_dtype)
@@ -183,6 +190,18 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
             dtype_bytes=cell.dtype_bytes,
             gpu_name=options.gpu_name,
         )
+    spec = checked_speculative(
+        (
+            options.speculative_num_steps,
+            options.speculative_eagle_topk,
+            options.speculative_num_draft_tokens,
+        ),
+        rules,
+        state,
+    )
+    user_requests = options.max_running_requests
+    if spec is not None and user_requests is None:
+        user_requests = DEFAULT_RUNNING_REQUESTS
     if rules.multimodal_kv_reserve and isinstance(doc.get("vision_config"), dict):
         raise InputError(
             f"SGLang {rules.release}: a multimodal model's KV budget loses a runtime reserve "
@@ -208,8 +227,9 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
         slots, left = state_slots(
             state,
             rest / _GIB,
-            max_running_requests=options.max_running_requests,
+            max_running_requests=user_requests,
             ratio=MAMBA_FULL_MEMORY_RATIO,
+            draft_tokens=0 if spec is None else spec.num_draft_tokens,
         )
         raw = max(0, int(left * (1 << 30) // cell.bytes_per_token))
     context, context_estimate = _context_len(config, options, doc)
@@ -218,10 +238,15 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
     swa_tokens = 0
     if swa is not None:
         tokens, swa_tokens = swa.split(rules, tokens, page)
-    reqs = _request_pool(rules, options.max_running_requests, raw, tokens, context)
+    reqs = _request_pool(rules, user_requests, raw, tokens, context)
     if state is not None and reqs is not None:
         per = _SLOTS_PER_REQUEST_WITH_RADIX if state.radix_cache else 1
         reqs = min(reqs, slots // per)
+    if spec is not None and reqs is not None:
+        # The target's pool also holds the draft and verify tokens (draft_runner_cache_size).
+        raw += spec.headroom(reqs)
+        tokens = raw if options.max_total_tokens is None else min(raw, options.max_total_tokens)
+        tokens = tokens // page * page
     notes: list[str] = []
     note = None if swa else sliding_note(doc, rules, cell.sliding_as_full)
     notes.extend(n for n in (note, swa_note) if n)
@@ -250,7 +275,17 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
         slot_estimate = estimate if state.radix_cache else None
         figures["state_bytes_per_request"] = Figure(state.bytes_per_request)
         figures["state_slots"] = Figure(slots, slot_estimate)
-        notes.extend(_state_notes(state, rules, slots, cell))
+        draft = 0 if spec is None else spec.num_draft_tokens
+        notes.extend(_state_notes(state, rules, slots, cell, draft))
+        if spec is not None:
+            notes.append(
+                f"speculative decoding ({spec.num_steps} steps, top-k {spec.eagle_topk}, "
+                f"{spec.num_draft_tokens} draft tokens): each state slot also holds "
+                f"{spec.num_draft_tokens} intermediate states (slots solved with × "
+                f"{1 + spec.num_draft_tokens}); the token pool gets requests × "
+                f"({spec.num_steps} × {spec.eagle_topk} + {spec.num_draft_tokens}) + 100 tokens "
+                "for the draft and verify tokens; the draft model's own pool is not counted"
+            )
     refusal = None
     running = None
     if rules.weights_overflow_error and rest <= 0:
@@ -262,7 +297,7 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
     else:
         if reqs is not None:
             # tp_worker: min(tokens // 2, or --max-running-requests, the request pool's size).
-            user = options.max_running_requests
+            user = user_requests
             running = min(tokens // 2 if user is None else user, reqs)
             if running <= 0:
                 refusal = "SGLang stops at start-up: 'max_running_request is zero' (no state "
@@ -271,7 +306,7 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
             conc = max_concurrency(tokens, context, page)
             figures["max_concurrency"] = Figure(conc, estimate or context_estimate)
     figures["max_running_requests"] = Figure(running, estimate or context_estimate)
-    reserves = _reserves(rules, fraction)
+    reserves = reserves_text(fraction)
     kept = "1−mem_frac" if fraction is None else f"{1 - fraction.value:.1%} of GPU"
     result = EngineFigures(
         "sglang",
@@ -284,7 +319,7 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
         kept_back=kept,
     )
     if tokens > 0:
-        result.log_lines = _log_lines(cell, tokens, page, running or 0, context)
+        result.log_lines = pool_log_lines(cell, tokens, page, running or 0, context)
         if swa is not None:
             result.log_lines[:1] = swa.log_lines(tokens, swa_tokens, page)
         elif nsa is not None:
@@ -296,23 +331,11 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
         if state is not None:
             # The state pool is built (and logged) before the token pool.
             pool_slots = slots if rules.hybrid_rule == "ratio" else reqs
-            result.log_lines.insert(0, _state_line(state, rules, pool_slots))
+            line = state_line(state, rules, pool_slots)
+            if spec is not None and pool_slots is not None:
+                line += intermediate_sizes(state, pool_slots, spec)
+            result.log_lines.insert(0, line)
     return result
-
-
-def _nsa(
-    config: ModelConfig, doc: dict[str, Any], rules: SglangRules, options: SglangOptions
-) -> NsaCell:
-    """The NSA cell; a budget from --gpu is refused (DP attention, which SGLang turns on for
-    these models, adds a reserve to the default fraction and replicates attention weights)."""
-    nsa = nsa_cell(config, doc, rules, kv_dtype=options.kv_dtype)
-    if options.memory_bytes is None:
-        raise InputError(
-            f"SGLang {rules.release}: a DeepSeek NSA model's budget from --gpu is not mirrored "
-            "(the DP attention SGLang turns on reserves more and replicates attention weights)",
-            hint="pass --memory (profile_max_num_token's rest_memory)",
-        )
-    return nsa
 
 
 def _request_pool(
@@ -334,24 +357,17 @@ def _request_pool(
     return min(max(int(raw / context * 512), 2048), 4096)
 
 
-def _state_line(state: HybridState, rules: SglangRules, slots: int | None) -> str:
-    """MambaPool's line: 0.5.4 names the slots (its size); 0.5.3 sizes it by the request pool."""
-    if slots is None:
-        return "Mamba Cache is allocated. … (its size needs the context length: --max-model-len)"
-    conv, ssm = state.pool_bytes(slots)
-    sizes = f"conv_state size: {conv / _GIB:.2f}GB, ssm_state size: {ssm / _GIB:.2f}GB"
-    if rules.hybrid_rule == "ratio":
-        return f"Mamba Cache is allocated. max_mamba_cache_size: {slots}, {sizes}"
-    return f"Mamba Cache is allocated. {sizes}"
-
-
-def _state_notes(state: HybridState, rules: SglangRules, slots: int, cell: Cell) -> list[str]:
+def _state_notes(
+    state: HybridState, rules: SglangRules, slots: int, cell: Cell, draft: int
+) -> list[str]:
     per = state.bytes_per_request
-    taken = slots * per / _GIB
+    taken = slots * per * (1 + draft) / _GIB
+    spec = f" // {1 + draft}" if draft else ""
     if state.radix_cache:
         how = (
             f"max_mamba_cache_size = int(budget × {MAMBA_FULL_MEMORY_RATIO}/"
-            f"{1 + MAMBA_FULL_MEMORY_RATIO:g} // {per:,} B) = {slots:,} (mamba_full_memory_ratio "
+            f"{1 + MAMBA_FULL_MEMORY_RATIO:g} // {per:,} B{spec}) = {slots:,} "
+            "(mamba_full_memory_ratio "
             f"{MAMBA_FULL_MEMORY_RATIO}; radix cache on), requests capped at slots // "
             f"{_SLOTS_PER_REQUEST_WITH_RADIX}"
         )
@@ -362,7 +378,8 @@ def _state_notes(state: HybridState, rules: SglangRules, slots: int, cell: Cell)
             else f"SGLang {rules.release} turns the radix cache off for {state.architecture}"
         )
         how = (
-            f"max_mamba_cache_size = {slots:,} (--max-running-requests, or 512; {why}), "
+            f"max_mamba_cache_size = {slots:,} (--max-running-requests, or "
+            f"{DEFAULT_RUNNING_REQUESTS if draft else 512}; {why}), "
             "requests capped at the slots"
         )
     conv = "×".join(map(str, state.conv_shape))
@@ -374,12 +391,3 @@ def _state_notes(state: HybridState, rules: SglangRules, slots: int, cell: Cell)
         f"({cell.bytes_per_token:,} B per token); max concurrency counts tokens, "
         "max running requests the state slots too",
     ]
-
-
-def _reserves(rules: SglangRules, fraction: Fraction | None) -> str:
-    if fraction is None:
-        return "1 − mem_fraction_static of the GPU (activations, CUDA graphs), before the pool"
-    return (
-        f"{1 - fraction.value:.3f} of the GPU (1 − mem_fraction_static {fraction.value:.3f}: "
-        f"{fraction.why})"
-    )

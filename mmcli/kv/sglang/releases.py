@@ -9,124 +9,12 @@ refused rather than planned with another release's rules.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from typing import Literal
+from dataclasses import replace
 
 from mmcli.errors import InputError
+from mmcli.kv.sglang.rules import FractionRule, HybridRule, SglangRules, SwaSplit
 
-#: How a release picks ``mem_fraction_static`` when it is not given.
-#: "unread": the default was not mirrored (no row read has it now; a release added without its
-#: fraction read takes it), so a budget from --gpu needs --mem-fraction-static.
-#: "reserve-pcg" (0.5.10 – 0.5.13): "reserve-formula" plus the piecewise (prefill) CUDA graphs'
-#: reserve: 8 MiB per captured token count, or 1.5 GiB for an MLA model, none where they are off.
-#: "prefill-config" (0.5.14): the same reserve read from cuda_graph_config's prefill phase, whose
-#: default backend (tc_piecewise) keeps the graphs for the multimodal architectures SGLang lists.
-#: "prefill-breakable" (0.5.15): the prefill backend on CUDA is "breakable", whose own rules
-#: turn the graphs off for MLA, multimodal models and DeepSeek-V4 (8 MiB per count otherwise).
-#: "breakable-allowlist" (0.5.16, 0.5.17): as "prefill-breakable", but the multimodal
-#: architectures SGLang allowlists keep the graphs (the reserve moves to reserve_for_graph_mb).
-#: "breakable-mla" (0.5.18 – 0.5.23): as "breakable-allowlist", but an MLA model keeps the
-#: breakable prefill graphs (1.5 GiB); the rows' small-GPU tier and decode-graph cap differ.
-FractionRule = Literal[
-    "tp-table",
-    "tp-table-b200",
-    "reserve-by-gpu",
-    "reserve-formula",
-    "reserve-pcg",
-    "prefill-config",
-    "prefill-breakable",
-    "breakable-allowlist",
-    "breakable-mla",
-    "unread",
-]
-#: How a release sizes the state pool of a hybrid GDN / Mamba model: "none" (no such model),
-#: "fixed" (0.5.3: 512 slots, or --max-running-requests), "ratio" (0.5.4: a share
-#: ``mamba_full_memory_ratio`` of the budget while the radix cache is on; fixed while it is off),
-#: "unread" (the release serves such models, but its state pool was not mirrored: refused).
-HybridRule = Literal["none", "fixed", "ratio", "unread"]
-#: How the hybrid sliding-window pool splits the profiled tokens (mmcli/kv/sglang/swa.py):
-#: "none" (no such pool mirrored), "layers" (0.5.8: token-layers over ``r·n_swa + n_full``),
-#: "bytes" (0.5.9: the bytes over ``F·n_full + r·S·n_swa``).
-SwaSplit = Literal["none", "layers", "bytes"]
-
-
-@dataclass(frozen=True)
-class SglangRules:
-    """What one SGLang release does that matters to its KV pool."""
-
-    release: str
-    fraction_rule: FractionRule
-    #: Multimodal models' default fraction: None (no adjustment), "x0.90", or "vit-scaled".
-    vlm_rule: str | None
-    #: Architectures whose models would get the hybrid sliding-window pool (they define
-    #: ``get_attention_sliding_window_size``) but for which server_args turns it off.
-    swa_disabled_for: tuple[str, ...]
-    #: Whether the release has a hybrid sliding-window pool at all.
-    has_swa_pool: bool
-    hybrid_rule: HybridRule = "none"
-    #: Hybrid GDN / Mamba models the release serves: (architecture, model_type of the config
-    #: class SGLang registers for it).
-    hybrid_models: tuple[tuple[str, str], ...] = ()
-    #: ``cuda_graph_max_bs`` of the < 35 GiB GPU tier at tp < 4 (16 up to 0.5.4, 24 from 0.5.5).
-    small_gpu_graph_bs: int = 16
-    #: ``chunked_prefill_size`` and tp >= 4 ``cuda_graph_max_bs`` of the < 35 GiB GPU tier
-    #: (2048 and 80 up to 0.5.19; 4096 and 160 from 0.5.20, arg_groups/memory_hook.py:100).
-    small_gpu_chunk: int = 2048
-    small_gpu_graph_bs_tp4: int = 80
-    #: Whether the default decode graphs' max_bs is capped at --max-running-requests (0.5.22
-    #: arg_groups/memory_hook.py:183; a --cuda-graph-max-bs given is not).
-    graph_bs_capped_by_running: bool = False
-    #: Whether a checkpoint's kv_cache_quant_algo (which picks the KV dtype with
-    #: --kv-cache-dtype auto) is refused as not mirrored.
-    kv_quant_algo_refused: bool = False
-    #: Whether models with sliding (or chunked) layers are mirrored: False where the release's
-    #: hybrid sliding-window pool was not mirrored (they are refused, naming the release).
-    sliding_mirrored: bool = True
-    #: Architectures the release gives a hybrid sliding-window pool that is not mirrored (refused
-    #: by name; other sliding models keep every token, as their full layers do).
-    swa_pool_unmirrored_for: tuple[str, ...] = ()
-    #: Whether the MHA cell is ``kv_heads · (head_dim + v_head_dim)`` (0.5.7 on) rather than
-    #: ``kv_heads · head_dim · 2``; a config whose ``v_head_dim`` differs is refused there.
-    v_head_dim_in_cell: bool = False
-    #: Whether the request pool is estimated from the page-floored, --max-total-tokens-capped
-    #: capacity and caps --max-running-requests too (0.5.10 ``_resolve_max_num_reqs``), rather
-    #: than from the profiled tokens, with --max-running-requests taken as is.
-    requests_from_capacity: bool = False
-    #: Whether a --max-running-requests is capped at capacity // 2 rather than at the request
-    #: pool's estimate (0.5.14 ``_resolve_max_num_reqs``).
-    user_requests_capped_by_capacity: bool = False
-    #: Whether a budget left non-positive by the weights stops with "Loaded weights leave no GPU
-    #: memory for the KV cache" (0.5.14 ``_profile_available_bytes``) before the pool is sized.
-    weights_overflow_error: bool = False
-    #: Whether the budget of a multimodal model loses a runtime reserve (0.5.18
-    #: ``mm_runtime_reservation_gb``: its size depends on the feature transport resolved at
-    #: start-up, so such models are refused there).
-    multimodal_kv_reserve: bool = False
-    #: Whether the "KV Cache is allocated." line names the pool's dtype (0.5.13
-    #: mem_cache/memory_pool.py:819 "KV Cache is allocated. dtype: …, #tokens: …").
-    kv_line_names_dtype: bool = False
-    #: Whether the MoE runner picked at start-up (flashinfer_trtllm / flashinfer_mxfp4 on SM100)
-    #: turns the piecewise graphs off (0.5.10 – 0.5.12 ``_handle_moe_kernel_config``; removed in
-    #: 0.5.13): a MoE model's default fraction on a GPU of 160 GiB or more is refused there.
-    moe_runner_disables_prefill_graphs: bool = False
-    #: Whether an explicit --context-length (mmcli's --max-model-len) caps the piecewise
-    #: graphs' token counts (0.5.13 server_args.py:1579).
-    prefill_graphs_clamped_to_context: bool = False
-    #: ``is_hybrid_swa_model``'s allow-list (configs/model_config.py): architectures given the
-    #: hybrid sliding-window pool (the mirrored ones split by ``swa_split``).
-    hybrid_swa_archs: tuple[str, ...] = ()
-    swa_split: SwaSplit = "none"
-    #: Whether a DeepSeek sparse attention (NSA) model's pool is mirrored (mmcli.kv.sglang.dsa):
-    #: 0.5.4 – 0.5.6 budget the latent at the KV dtype's size plus the indexer
-    #: (model_runner.py ``profile_max_num_token``: 0.5.4 :1406, 0.5.5 / 0.5.6 the same block)
-    #: and allocate the fp8 row of 656 B (0.5.4 memory_pool.py:1249; 0.5.5 :1587 and 0.5.6
-    #: :1748 ``override_dim``); 0.5.7 on (the mixin; 0.5.9's ``calculate_mla_kv_cache_dim``
-    #: picks the row by attention backend) were not read for it and refuse.
-    dsa_mirrored: bool = False
-    #: The page size server_args forces for an NSA model on CUDA (0.5.4 server_args.py:1023,
-    #: 0.5.5 :1075, 0.5.6 :973).
-    dsa_page_size: int = 64
-
+__all__ = ["FractionRule", "HybridRule", "SglangRules", "SwaSplit"]
 
 _GEMMA_OFF = (
     "Gemma2ForCausalLM",
@@ -164,13 +52,20 @@ RELEASES: tuple[SglangRules, ...] = (
         "ratio",
         _HYBRID_054,
         dsa_mirrored=True,
+        speculative_state_in_slots=True,
     ),
 )
 
 #: 0.5.5 – 0.5.9 size a dense / MLA pool as 0.5.4 does (``profile_max_num_token``, model_runner.py
 #: in 0.5.5 / 0.5.6, model_executor/model_runner_kv_cache_mixin.py from 0.5.7); the default
 #: fraction differs only in the < 35 GiB tier (server_args.py ``_handle_gpu_memory_settings``).
-#: Their GDN / Mamba pools changed and were not mirrored. Their sliding-window rule is 0.5.4's
+#: 0.5.5 and 0.5.6 size the GDN / Mamba state pool as 0.5.4 does (``handle_max_mamba_cache``,
+#: model_runner.py:1325 in 0.5.5, :1450 in 0.5.6: the same ratio solve, the same 512 / request
+#: cap with the radix cache off, the same MambaPool of slots + 1, memory_pool.py:258 / :233) for
+#: the same three models; they add Kimi-Linear (KimiLinearForCausalLM, a KDA state of three conv
+#: buffers), not mirrored. 0.5.7 on reserve the speculative intermediate states apart, by
+#: --max-running-requests (model_runner_kv_cache_mixin.py:145), and add the mamba scheduler
+#: strategies: not mirrored. Their sliding-window rule is 0.5.4's
 #: through 0.5.7: the same model classes define ``get_attention_sliding_window_size`` (gemma2,
 #: gemma3_causal, gemma3_mm, gemma3n_causal, gemma3n_mm, gpt_oss, olmo2) and server_args turns
 #: the hybrid SWA pool off for each (0.5.5 server_args.py:997, :1029, :1035; 0.5.6 :1123,
@@ -183,6 +78,7 @@ _PROFILED = replace(
     hybrid_rule="unread",
     hybrid_models=(),
     small_gpu_graph_bs=24,
+    speculative_state_in_slots=False,
 )
 #: 0.5.7 on: the NSA pool is not mirrored (see ``dsa_mirrored``).
 _NO_DSA = replace(_PROFILED, dsa_mirrored=False)
@@ -202,8 +98,16 @@ _PCG_ROWS: tuple[tuple[str, bool], ...] = (
 )
 RELEASES = (
     *RELEASES,
-    replace(_PROFILED, release="0.5.5"),
-    replace(_PROFILED, release="0.5.6"),
+    *(
+        replace(
+            _PROFILED,
+            release=name,
+            hybrid_rule="ratio",
+            hybrid_models=_HYBRID_054,
+            speculative_state_in_slots=True,
+        )
+        for name in ("0.5.5", "0.5.6")
+    ),
     replace(_NO_DSA, release="0.5.7", v_head_dim_in_cell=True, swa_pool_unmirrored_for=_MIMO_V2),
     #: 0.5.8: model_config.py:1220 ``is_hybrid_swa_model``; the cell counts every layer at full
     #: size and, for MiMo-V2-Flash, its sliding layers again (model_runner_kv_cache_mixin.py:99,
@@ -410,12 +314,14 @@ def state_line_release(names_slots: bool) -> str:
 
 
 _SLOTS, _NO_SLOTS = state_line_release(True), state_line_release(False)
+_NEWEST_RATIO = newest_release(lambda r: r.hybrid_rule == "ratio")
 #: What each release's ``Mamba Cache is allocated`` line says (memory_pool.py of its wheel).
 STATE_LINE_WORDING = {
     _SLOTS: (
         f"the Mamba Cache line names max_mamba_cache_size: SGLang {_SLOTS}'s wording "
         f"(memory_pool.py:222); {_NO_SLOTS}'s names no slot count (:177), older releases have "
-        f"no state pool, the state pools of releases after {_SLOTS} are not mirrored"
+        f"no state pool; {_SLOTS} – {_NEWEST_RATIO} word and size it alike, the state pools "
+        f"of later releases are not mirrored"
     ),
     _NO_SLOTS: (
         f"the Mamba Cache line names no max_mamba_cache_size: SGLang {_NO_SLOTS}'s wording "

@@ -1,0 +1,112 @@
+"""SGLang's EAGLE / NEXTN (MTP) speculative decoding, as it changes a hybrid model's pools.
+
+Mirrored for the releases whose row has ``speculative_state_in_slots`` (0.5.4 – 0.5.6), for
+the hybrid GDN / Mamba-2 models they serve; the facts, with file and line, are in
+docs/kv-share-engines.md:
+
+* ``--speculative-num-steps`` and ``--speculative-eagle-topk`` are given (SGLang's
+  ``auto_choose_speculative_params`` picks them by architecture otherwise: not mirrored); with
+  top-k 1 the draft tokens are steps + 1 (server_args ``_handle_speculative_decoding``), else
+  ``--speculative-num-draft-tokens`` must be given.
+* ``--max-running-requests`` defaults to 48.
+* every state slot also holds one intermediate SSM state and conv window per draft token
+  (MambaPool's ``intermediate_ssm_state_cache`` / ``intermediate_conv_window_cache``), so
+  ``handle_max_mamba_cache`` solves the slots with ``mamba_cache_per_req × (1 + D)``.
+* the target's token pool gets a headroom for the draft and verify tokens: ``tokens +
+  reqs × steps × topk + reqs × D + 100`` (``draft_runner_cache_size``), before the
+  --max-total-tokens cap and the page floor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mmcli.errors import InputError
+from mmcli.kv.sglang.hybrid import HybridState
+from mmcli.kv.sglang.releases import SglangRules, newest_release
+
+#: ``max_running_requests`` when speculative decoding is on and it is not given (0.5.5
+#: server_args.py:1534).
+DEFAULT_RUNNING_REQUESTS = 48
+#: The headroom's fixed "buffer" tokens (0.5.5 model_runner.py:1582 ``draft_runner_cache_size``).
+HEADROOM_BUFFER = 100
+
+_GIB = 2**30
+
+
+@dataclass(frozen=True)
+class Speculative:
+    """EAGLE / NEXTN speculative decoding's settings, as SGLang resolves them."""
+
+    num_steps: int
+    eagle_topk: int
+    num_draft_tokens: int
+
+    def headroom(self, requests: int) -> int:
+        """Tokens the target's pool gets beyond the profiled ones (``draft_runner_cache_size``)."""
+        draft = requests * self.num_steps * self.eagle_topk
+        return draft + requests * self.num_draft_tokens + HEADROOM_BUFFER
+
+
+def speculative(
+    num_steps: int | None, eagle_topk: int | None, num_draft_tokens: int | None
+) -> Speculative | None:
+    """The settings from the options (None: no speculative decoding); refuses what SGLang
+    would fill in by architecture, or reject."""
+    if num_steps is None and eagle_topk is None and num_draft_tokens is None:
+        return None
+    if num_steps is None or eagle_topk is None:
+        raise InputError(
+            "SGLang: speculative decoding needs --speculative-num-steps and "
+            "--speculative-eagle-topk (SGLang picks them by architecture when they are not "
+            "given, which is not mirrored)",
+            hint="e.g. --speculative-num-steps 3 --speculative-eagle-topk 1",
+        )
+    for name, value in (("steps", num_steps), ("topk", eagle_topk)):
+        if value <= 0:
+            raise InputError(
+                f"SGLang: --speculative-{'num-steps' if name == 'steps' else 'eagle-topk'} "
+                f"must be positive, got {value}",
+                hint="e.g. --speculative-num-steps 3 --speculative-eagle-topk 1",
+            )
+    if eagle_topk == 1:
+        # SGLang adjusts the draft tokens to steps + 1 whatever was given.
+        return Speculative(num_steps, 1, num_steps + 1)
+    if num_draft_tokens is None or num_draft_tokens <= 0:
+        raise InputError(
+            f"SGLang: --speculative-eagle-topk {eagle_topk} needs a positive "
+            "--speculative-num-draft-tokens",
+            hint="pass --speculative-num-draft-tokens, as the launch does",
+        )
+    return Speculative(num_steps, eagle_topk, num_draft_tokens)
+
+
+def checked_speculative(
+    given: tuple[int | None, int | None, int | None],
+    rules: SglangRules,
+    state: HybridState | None,
+) -> Speculative | None:
+    """The speculative settings (``--speculative-num-steps``, ``--speculative-eagle-topk``,
+    ``--speculative-num-draft-tokens``), refused where they are not mirrored."""
+    spec = speculative(*given)
+    if spec is None:
+        return None
+    if state is None or not rules.speculative_state_in_slots:
+        newest = newest_release(lambda r: r.speculative_state_in_slots)
+        raise InputError(
+            f"SGLang {rules.release}: speculative decoding is mirrored only for the hybrid GDN "
+            f"/ Mamba-2 models of SGLang {newest} and older (its draft states in the state "
+            "slots); the draft runner's own pool, and the rules of later releases, are not",
+            hint=f"plan without --speculative-num-steps, or a hybrid model with --sglang-version "
+            f"{newest}",
+        )
+    return spec
+
+
+def intermediate_sizes(state: HybridState, slots: int, spec: Speculative) -> str:
+    """The rest of MambaPool's line with speculative decoding (0.5.5 memory_pool.py:257)."""
+    ssm, conv = state.intermediate_bytes(slots, spec.num_draft_tokens)
+    return (
+        f" intermediate_ssm_state_cache size: {ssm / _GIB:.2f}GB "
+        f"intermediate_conv_window_cache size: {conv / _GIB:.2f}GB"
+    )
