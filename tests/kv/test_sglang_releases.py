@@ -168,11 +168,15 @@ def test_0_5_18_default_fraction_is_planned() -> None:
     assert given.figures["budget_bytes"].value == int(80 * GiB * 0.85) - 4 * GiB
 
 
-@pytest.mark.parametrize("release", ["0.5.9", "0.5.13", "0.5.18", "0.5.23"])
+@pytest.mark.parametrize(
+    "release",
+    ["0.5.4", "0.5.9", "0.5.13", "0.5.14", "0.5.15", "0.5.16", "0.5.17", "0.5.18", "0.5.23"],
+)
 def test_kv_cache_quant_algo_is_still_refused(release: str, tmp_path: Path) -> None:
     # The checkpoint's kv_cache_quant_algo picks the KV dtype with --kv-cache-dtype auto
-    # (sglang 0.5.9 srt/model_executor/model_runner.py:1672, 0.5.13 :2247, 0.5.18
-    # mem_cache/kv_cache_dtype.py:39, 0.5.23 :51): not mirrored.
+    # (sglang 0.5.4 srt/model_executor/model_runner.py:1612, 0.5.9 :1672, 0.5.13 :2247,
+    # 0.5.14 :2340, 0.5.15 :2449, 0.5.16 / 0.5.17 mem_cache/kv_cache_dtype.py:34, 0.5.18 :39,
+    # 0.5.23 :51): not mirrored in any of them, so none plans it with the model's dtype.
     doc = json.loads(QWEN3_235B.read_text())
     quant = {**doc.get("quantization_config", {}), "kv_cache_quant_algo": "FP8"}
     path = write(tmp_path, {**doc, "quantization_config": quant})

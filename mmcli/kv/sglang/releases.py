@@ -228,10 +228,11 @@ RELEASES = (
         for n in range(18, 24)
     ),
 )
-#: kv_cache_quant_algo is refused for 0.5.3 – 0.5.13 and 0.5.18 on (sglang 0.5.9
-#: model_executor/model_runner.py:1672, 0.5.13 :2247, 0.5.18 mem_cache/kv_cache_dtype.py:39).
-_QUANT_REFUSED = {"0.5.3", "0.5.4", *(f"0.5.{n}" for n in (*range(5, 14), *range(18, 24)))}
-RELEASES = tuple(replace(r, kv_quant_algo_refused=r.release in _QUANT_REFUSED) for r in RELEASES)
+#: kv_cache_quant_algo in the quantization config picks an fp8 KV cache from 0.5.3 on (0.5.4
+#: model_executor/model_runner.py:1612, 0.5.9 :1672, 0.5.13 :2247, 0.5.14 :2340, 0.5.15 :2449,
+#: 0.5.16 / 0.5.17 mem_cache/kv_cache_dtype.py:34, 0.5.18 :39, 0.5.23 :51): not mirrored, refused.
+_QUANT_FROM = [r.release for r in RELEASES].index("0.5.3")
+RELEASES = tuple(replace(r, kv_quant_algo_refused=i >= _QUANT_FROM) for i, r in enumerate(RELEASES))
 #: 0.5.13 on: the KV line names the dtype (memory_pool.py:819 in 0.5.13, :1023 in 0.5.14,
 #: :1616 in 0.5.16, :1670 in 0.5.17, :2089 in 0.5.23); 0.5.4 – 0.5.12 print "KV Cache is
 #: allocated. #tokens: …" (memory_pool.py:453 in 0.5.4, :744 in 0.5.12).
