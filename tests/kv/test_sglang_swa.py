@@ -80,15 +80,17 @@ def test_mimo_v2_flash_is_refused_in_0_5_7(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("path", [GPT_OSS_20B, GEMMA3_27B, LLAMA4_SCOUT])
-def test_0_5_10_on_still_refuse_sliding_models(path: Path) -> None:
-    with pytest.raises(InputError, match=r"SGLang 0\.5\.10: its hybrid SWA pool") as err:
-        plan(path, release="0.5.10", memory_bytes=GiB)
-    assert "--sglang-version 0.5.9" in str(err.value.hint)
+def test_0_5_14_on_still_refuse_sliding_models(path: Path) -> None:
+    # 0.5.14 adds SWAChunkCapPoolConfigurator (model_executor/pool_configurator.py:339) and
+    # is_hybrid_swa's opt-in key (configs/model_config.py:1873); not mirrored.
+    with pytest.raises(InputError, match=r"SGLang 0\.5\.14: its hybrid SWA pool") as err:
+        plan(path, release="0.5.14", memory_bytes=GiB)
+    assert "--sglang-version 0.5.13" in str(err.value.hint)
 
 
 def test_help_names_the_newest_sliding_and_state_releases() -> None:
     text = sglang_version_help()
-    assert "sliding-window models: 0.5.9 or older" in text
+    assert "sliding-window models: 0.5.13 or older" in text
     # 0.5.6 is the newest whose handle_max_mamba_cache is 0.5.4's (model_runner.py:1450);
     # 0.5.7 moves it to model_runner_kv_cache_mixin.py:145 with another speculative rule.
     assert "hybrid GDN / Mamba models: 0.5.6 or older" in text

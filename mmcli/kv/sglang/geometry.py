@@ -80,6 +80,14 @@ def sglang_cell(
     attention = [s for s in specs if isinstance(s, KVCacheSpec)]
     if not attention:
         raise _refuse("the model has no attention layer", "check the config")
+    sliding = sum(1 for s in attention if s.attention in ("sliding", "chunked"))
+    arch = architecture(doc)
+    if sliding and arch in rules.swa_pool_unmirrored_for:
+        raise _refuse(
+            f"SGLang {rules.release} gives {arch} a hybrid sliding-window pool "
+            "(swa_full_tokens_ratio split), which is not mirrored",
+            "plan it for vLLM (--engine vllm)",
+        )
     if any(getattr(s, "ds_mla", False) for s in attention) or doc.get("index_topk"):
         raise _refuse(
             "DeepSeek sparse attention (the fp8 DSA / NSA layout and its indexer) is not mirrored",
@@ -96,20 +104,12 @@ def sglang_cell(
     mla = isinstance(spec, MLAAttentionSpec)
     dtype_bytes = _dtype_bytes(spec, doc, rules, kv_dtype)
     heads = 1 if mla else max(1, spec.num_kv_heads // tp)
-    sliding = sum(1 for s in attention if s.attention in ("sliding", "chunked"))
     if sliding and not rules.sliding_mirrored:
         raise _refuse(
             f"sliding-window (or chunked) layers in SGLang {rules.release}: its hybrid SWA pool "
             "(is_hybrid_swa_model, swa_full_tokens_ratio) is not mirrored",
             f"pass --sglang-version {newest_release(lambda r: r.sliding_mirrored)}, or plan it "
             "for vLLM (--engine vllm)",
-        )
-    arch = architecture(doc)
-    if sliding and arch in rules.swa_pool_unmirrored_for:
-        raise _refuse(
-            f"SGLang {rules.release} gives {arch} a hybrid sliding-window pool "
-            "(swa_full_tokens_ratio split), which is not mirrored",
-            "plan it for vLLM (--engine vllm)",
         )
     if not mla and rules.v_head_dim_in_cell:
         _check_v_head_dim(doc, spec.head_size, rules)

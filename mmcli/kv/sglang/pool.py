@@ -237,7 +237,7 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
     tokens = tokens // page * page
     swa_tokens = 0
     if swa is not None:
-        tokens, swa_tokens = swa.split(rules, tokens, page)
+        tokens, swa_tokens = swa.split(rules, tokens, page, rest, options.max_total_tokens)
     reqs = _request_pool(rules, user_requests, raw, tokens, context)
     if state is not None and reqs is not None:
         per = _SLOTS_PER_REQUEST_WITH_RADIX if state.radix_cache else 1

@@ -96,6 +96,20 @@ _PCG_ROWS: tuple[tuple[str, bool], ...] = (
     ("0.5.12", True),
     ("0.5.13", False),
 )
+_LLAMA4_GPT_OSS = ("Llama4ForConditionalGeneration", "GptOssForCausalLM")
+#: ``is_hybrid_swa_model``'s list (configs/model_config.py): 0.5.10 :1438 is 0.5.9's; 0.5.11
+#: :1546 adds MiMoV2ForCausalLM and Gemma 4; 0.5.12 :1663 DeepSeek-V4 and Laguna; 0.5.13 :1685
+#: Step-3.7 and Gemma4Unified. Only GPT-OSS and Llama 4 have their pools mirrored.
+_SWA_ADDED: dict[str, tuple[str, ...]] = {
+    "0.5.10": (*_MIMO_V2, *_STEP3P5),
+    "0.5.11": ("MiMoV2ForCausalLM", "Gemma4ForCausalLM", "Gemma4ForConditionalGeneration"),
+    "0.5.12": ("DeepseekV4ForCausalLM", "DeepseekV4ForCausalLMNextN", "LagunaForCausalLM"),
+    "0.5.13": ("Step3p7ForConditionalGeneration", "Gemma4UnifiedForConditionalGeneration"),
+}
+_SWA_LISTS = {
+    name: tuple(a for n in list(_SWA_ADDED)[: i + 1] for a in _SWA_ADDED[n])
+    for i, name in enumerate(_SWA_ADDED)
+}
 RELEASES = (
     *RELEASES,
     *(
@@ -148,7 +162,13 @@ RELEASES = (
             prefill_graphs_clamped_to_context=not moe_off,
             v_head_dim_in_cell=True,
             requests_from_capacity=True,
-            sliding_mirrored=False,
+            swa_disabled_for=_SWA_OFF_058,
+            swa_pool_unmirrored_for=_SWA_LISTS[name],
+            hybrid_swa_archs=(*_LLAMA4_GPT_OSS, *_SWA_LISTS[name]),
+            #: 0.5.10 mixin :287 ``_resolve_hybrid_swa_tokens``; 0.5.11 on
+            #: HybridSWAPoolConfigurator (pool_configurator.py:184, 0.5.12 / 0.5.13 the same).
+            swa_split="capacity" if name == "0.5.10" else "budget",
+            gpt_oss_sm100_swa_off=False,
         )
         #: 0.5.11 – 0.5.13 move the sizing into DefaultPoolConfigurator
         #: (model_executor/pool_configurator.py: ``available_bytes // cell_size``, floored to
@@ -168,6 +188,12 @@ _CONFIGURATOR = replace(
     fraction_rule="unread",
     user_requests_capped_by_capacity=True,
     weights_overflow_error=True,
+    sliding_mirrored=False,
+    swa_disabled_for=_NO_DSA.swa_disabled_for,
+    swa_pool_unmirrored_for=(),
+    hybrid_swa_archs=(),
+    swa_split="none",
+    gpt_oss_sm100_swa_off=True,
 )
 #: server_args.py ``_handle_gpu_memory_settings``: 0.5.14 :3122 (prefill phase of
 #: cuda_graph_config, compatibility rules :2997 – :3057 for tc_piecewise, the default backend of

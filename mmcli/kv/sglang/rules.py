@@ -38,8 +38,10 @@ FractionRule = Literal[
 HybridRule = Literal["none", "fixed", "ratio", "unread"]
 #: How the hybrid sliding-window pool splits the profiled tokens (mmcli/kv/sglang/swa.py):
 #: "none" (no such pool mirrored), "layers" (0.5.8: token-layers over ``r·n_swa + n_full``),
-#: "bytes" (0.5.9: the bytes over ``F·n_full + r·S·n_swa``).
-SwaSplit = Literal["none", "layers", "bytes"]
+#: "bytes" (0.5.9: the bytes over ``F·n_full + r·S·n_swa``), "capacity" (0.5.10: as "bytes",
+#: but the SWA pool is r × the page-floored full pool), "budget" (0.5.11 on: the budget over
+#: ``F·n_full + r·S·n_swa`` gives the full pool, which --max-total-tokens caps).
+SwaSplit = Literal["none", "layers", "bytes", "capacity", "budget"]
 
 
 @dataclass(frozen=True)
@@ -112,6 +114,9 @@ class SglangRules:
     #: hybrid sliding-window pool (the mirrored ones split by ``swa_split``).
     hybrid_swa_archs: tuple[str, ...] = ()
     swa_split: SwaSplit = "none"
+    #: Whether GPT-OSS's default attention backend on SM100 (trtllm_mha) turns the hybrid pool
+    #: off (0.5.8 / 0.5.9 server_args.py; 0.5.10 on keep it).
+    gpt_oss_sm100_swa_off: bool = True
     #: Whether a DeepSeek sparse attention (NSA) model's pool is mirrored (mmcli.kv.sglang.dsa):
     #: 0.5.4 – 0.5.6 budget the latent at the KV dtype's size plus the indexer
     #: (model_runner.py ``profile_max_num_token``: 0.5.4 :1406, 0.5.5 / 0.5.6 the same block)

@@ -46,15 +46,25 @@ class SwaLayout:
     half_bytes: int
     ratio: float = SWA_FULL_TOKENS_RATIO
 
-    def split(self, rules: SglangRules, tokens: int, page: int) -> tuple[int, int]:
-        """(full tokens, SWA tokens) of ``tokens`` profiled tokens, page-floored."""
+    def split(
+        self, rules: SglangRules, tokens: int, page: int, rest: int, cap: int | None
+    ) -> tuple[int, int]:
+        """(full tokens, SWA tokens) of ``tokens`` profiled tokens (capped by ``cap`` and
+        page-floored) or, from 0.5.11, of the budget ``rest``; each page-floored."""
+        per = self.layer_token_bytes
+        solved = per * self.full_layers + self.ratio * per * self.swa_layers
         if rules.swa_split == "layers":
             total = tokens * (self.full_layers + self.swa_layers)
             full = int(total / (self.ratio * self.swa_layers + self.full_layers))
+        elif rules.swa_split == "budget":
+            # HybridSWAPoolConfigurator: int(available_bytes // cell), then the user's cap.
+            full = int(max(0, rest) // solved)
+            full = full if cap is None else min(full, cap)
         else:
-            per = self.layer_token_bytes
             memory = tokens * (per * self.full_layers + per * self.swa_layers)
-            full = int(memory / (per * self.full_layers + self.ratio * per * self.swa_layers))
+            full = int(memory / solved)
+        if rules.swa_split in ("capacity", "budget"):
+            full = full // page * page
         swa = int(full * self.ratio)
         return full // page * page, swa // page * page
 
@@ -120,13 +130,14 @@ def swa_layout(
     heads = max(1, spec.num_kv_heads // tp)
     half = heads * spec.head_size * dtype_bytes
     layout = SwaLayout(arch, len(specs) - swa, swa, 2 * half, half)
-    if not arch.startswith("GptOss"):
+    if not arch.startswith("GptOss") or not rules.gpt_oss_sm100_swa_off:
         return layout, None
     return _gpt_oss_backend(layout, gpu_name)
 
 
 def _gpt_oss_backend(layout: SwaLayout, gpu_name: str) -> tuple[SwaLayout | None, str]:
-    """GPT-OSS's pool depends on the attention backend SGLang picks for the GPU."""
+    """GPT-OSS's pool depends on the attention backend SGLang picks for the GPU (up to 0.5.9:
+    trtllm_mha, SM100's default, turns it off)."""
     name = gpu_name.upper()
     if any(name.startswith(g) for g in _SM100_GPUS):
         return None, (
