@@ -36,6 +36,11 @@ _SGL_MAMBA = re.compile(
     r"Mamba Cache is allocated\. (?:max_mamba_cache_size: (\d{1,15}), )?"
     rf"conv_state size: {_NUM}GB, ssm_state size: {_NUM}GB( intermediate_)?"
 )
+#: The hybrid sliding-window pool's lines (0.5.8 on, mem_cache/swa_memory_pool.py): the
+#: split, then each pool's "KV Cache is allocated" line, then the pools' total.
+_SGL_SWA = re.compile(r"Use sliding window memory pool\. full_layer_tokens=(\d{1,15}), "
+                      r"swa_layer_tokens=(\d{1,15})")  # fmt: skip
+_SGL_SWA_USAGE = re.compile(rf"SWAKVPool mem usage: {_NUM} GB, swa size: \d{{1,15}}, full size")
 _SGL_SCHED = re.compile(r"max_total_num_tokens=(\d{1,15}),.*?max_running_requests=(\d{1,15})")
 _SGL_CONTEXT = re.compile(r"\bcontext_len=(\d{1,15})")
 _SGL_ARGS = re.compile(r"server_args=ServerArgs\(")
@@ -93,6 +98,11 @@ class SglangLog:
     #: A hybrid model's state pool: its conv and SSM buffer sizes in GiB as printed (2
     #: decimals), its slots (0.5.4 prints them; 0.5.3 does not), and whether the line goes on
     #: with speculative decoding's intermediate caches.
+    #: The hybrid sliding-window pool (0.5.8 on): the full and SWA layers' tokens, and each
+    #: KV-sizing line as printed (from its text on), to be compared with the plan's.
+    swa_full_tokens: int | None = None
+    swa_tokens: int | None = None
+    pool_lines: list[str] = field(default_factory=list)
     conv_gib: float | None = None
     ssm_gib: float | None = None
     mamba_slots: int | None = None
@@ -135,7 +145,11 @@ def parse_sglang_log(text: str) -> SglangLog | None:
     """The SGLang figures of ``text``, or None when it has no SGLang pool line."""
     log = SglangLog()
     for line in _lines(text):
-        if (m := _SGL_POOL.search(line)) and log.tokens is None:
+        if m := _SGL_SWA.search(line) or _SGL_SWA_USAGE.search(line) or _SGL_POOL.search(line):
+            log.pool_lines.append(line[m.start() :].strip())
+        if m := _SGL_SWA.search(line):
+            log.swa_full_tokens, log.swa_tokens = int(m[1]), int(m[2])
+        elif (m := _SGL_POOL.search(line)) and log.tokens is None:
             log.va_upper_bound, log.kv_line_dtype = m[1] != "is allocated", m[2]
             log.tokens = int(m[3])
             log.mla = m[6] is not None

@@ -23,6 +23,7 @@ from mmcli.kv.explain.engine_rows import (
 from mmcli.kv.explain.engine_rows import row as _row
 from mmcli.kv.explain.sglang_dense import explain_dense
 from mmcli.kv.explain.sglang_state import budgets, hybrid_rules, refuse_unmirrored
+from mmcli.kv.explain.sglang_swa import explain_swa
 from mmcli.kv.model import ModelConfig
 from mmcli.kv.sglang import SglangOptions
 from mmcli.kv.sglang.geometry import hybrid_cell
@@ -43,6 +44,8 @@ def explain_sglang(config: ModelConfig, doc: dict[str, Any], log: SglangLog) -> 
         result = _explain_hybrid(config, doc, log)
         result.releases_matching = [result.release] if result.matches else []
         return result
+    if log.swa_full_tokens is not None:
+        return explain_swa(config, doc, log)
     return explain_dense(config, doc, log)
 
 
