@@ -129,9 +129,40 @@ def _components(
         return (), tuple(notes), None
     geo = c.geometry(profile.doc)
     if geo is None:
+        from mmcli.kv.whatif.class_defaults import installed
+
+        missing = ", ".join(c.missing_keys(profile.doc)) or "intermediate_size"
+        lookup = (
+            "nor does transformers' config class for its model_type"
+            if installed()
+            else "and transformers, which fills keys from its config class, is not installed"
+        )
+        notes.append(
+            f"the activation peak needs {missing} as a positive integer: the config does not "
+            f"give it, {lookup}; the flat reserve applies"
+        )
         return (), tuple(notes), None
+    if geo.class_defaults:
+        named = ", ".join(f"{key} {getattr(geo, _FIELD[key]):,}" for key in geo.class_defaults)
+        notes.append(
+            f"the config lacks {', '.join(geo.class_defaults)}: {named} from transformers' "
+            f"{next(iter(geo.class_defaults.values()))} defaults, as vLLM reads the config"
+        )
     peak = c.activation_peak(geo, tokens, seqs, tp)
     return (peak, c.non_torch(tp), graphs), tuple(notes), peak.bytes
+
+
+#: Config key → the Geometry field it fills.
+_FIELD = {
+    "hidden_size": "hidden",
+    "intermediate_size": "intermediate",
+    "vocab_size": "vocab",
+    "num_attention_heads": "heads",
+    "num_key_value_heads": "kv_heads",
+    "head_dim": "head_dim",
+    "num_experts_per_tok": "topk",
+    "moe_intermediate_size": "moe_intermediate",
+}
 
 
 def estimate(
