@@ -90,6 +90,8 @@ class Profile:
     kv_cache_memory_bytes: int | None = None
     #: The entry point whose batch defaults apply: ``vllm serve`` or the ``LLM`` class.
     entry: str = "serve"
+    #: vLLM's ``--skip-mm-profiling``: no encoder profile.
+    skip_mm_profiling: bool = False
 
 
 def _components(
@@ -149,7 +151,23 @@ def _components(
             f"{next(iter(geo.class_defaults.values()))} defaults, as vLLM reads the config"
         )
     peak = c.activation_peak(geo, tokens, seqs, tp)
-    return (peak, c.non_torch(tp), graphs), tuple(notes), peak.bytes
+    parts = (peak, *_encoder(profile, tokens, notes), c.non_torch(tp), graphs)
+    return parts, tuple(notes), peak.bytes
+
+
+def _encoder(profile: Profile, tokens: int, notes: list[str]) -> tuple[Component, ...]:
+    """The encoder profile of a multimodal config, named but not estimated (a note says so);
+    none under ``--skip-mm-profiling``."""
+    from mmcli.kv.whatif.encoder import NOTE, encoder_profile
+
+    part = encoder_profile(profile.doc, tokens)
+    if part is None:
+        return ()
+    if profile.skip_mm_profiling:
+        notes.append("--skip-mm-profiling: vLLM's profile run leaves out the multimodal encoder")
+        return ()
+    notes.append(NOTE)
+    return (part,)
 
 
 #: Config key → the Geometry field it fills.

@@ -54,11 +54,15 @@ class Component:
     bytes: int
     inputs: dict[str, Any] = field(default_factory=dict)
     source: str = ""
+    #: False: named with its inputs but not estimated (its bytes, 0, are not taken off).
+    estimated: bool = True
 
     def to_json(self) -> dict[str, Any]:
+        named = {} if self.estimated else {"estimated": False}
         return {
             "name": self.name,
-            "bytes": self.bytes,
+            "bytes": self.bytes if self.estimated else None,
+            **named,
             "inputs": self.inputs,
             "source": self.source,
         }
