@@ -191,6 +191,9 @@ class EngineRules:
     #: engine/arg_utils.py) unless VLLM_USE_V1=1 is set, and V1 then turns prefix caching
     #: on, which its runner refuses for Mamba layers.
     state_models_v1_default: bool
+    #: ``--skip-mm-profiling`` (engine/arg_utils.py, ``MultiModalConfig.skip_mm_profiling``,
+    #: from 0.10.1): the profile run leaves out the multimodal encoder and encoder cache.
+    skip_mm_profiling_flag: bool
 
 
 #: The rules that matter only with pipeline stages (``--pipeline-parallel-size`` > 1).

@@ -89,6 +89,8 @@ class PlanRequest:
     #: vLLM's ``--speculative-config`` JSON (text or a dict), instead of mtp / the token count.
     speculative_config: str | dict[str, Any] | None = None
     enforce_eager: bool = False
+    #: vLLM's ``--skip-mm-profiling``: the profile run leaves out the multimodal encoder.
+    skip_mm_profiling: bool = False
     num_gpu_blocks_override: int | None = None
     #: Sharing the engine accepts but that is likely a mistake is an error.
     strict: bool = False
@@ -175,6 +177,7 @@ class PlanRequest:
             "--mtp": mtp,
             "--speculative-config": text,
             "--enforce-eager": self.enforce_eager,
+            "--skip-mm-profiling": self.skip_mm_profiling,
             "--gpu-memory-utilization": self.gpu_memory_utilization,
             "--entry llm": self.entry != "serve",
             "--chunked-local-attn-hybrid": self.chunked_local_attn_hybrid is not None,
@@ -187,6 +190,8 @@ class PlanRequest:
                 f"--data-parallel-size must be a positive integer, got {self.data_parallel_size}",
                 hint="the replicas of the model, e.g. 1, 2, 8",
             )
+        if self.skip_mm_profiling:
+            _refuse_skip_mm_profiling(self.vllm_version)
         sweep = None
         if self.sweep is not None:
             from mmcli.kv.whatif.sweep import parse_sweep
@@ -194,6 +199,18 @@ class PlanRequest:
             sweep = parse_sweep(self.sweep)  # refused before any planning
         resolved = _Resolved(engines, partition, mtp, tokens, drafts, length, sweep, serve, size)
         object.__setattr__(self, "resolved", resolved)
+
+
+def _refuse_skip_mm_profiling(version: str | None) -> None:
+    """``--skip-mm-profiling`` is refused for a release that has no such flag."""
+    from mmcli.kv.releases import first_release, rules_for
+
+    if not rules_for(version).skip_mm_profiling_flag:
+        first = first_release("skip_mm_profiling_flag", True)
+        raise InputError(
+            f"--skip-mm-profiling: vLLM {version} has no such flag",
+            hint=f"give --vllm-version {first} or newer, or leave the flag out",
+        )
 
 
 @dataclass(frozen=True)

@@ -143,6 +143,7 @@ def plan_run(request: PlanRequest, *, inputs_read: Callable[[], None] | None = N
         request.enforce_eager,
         got.kv_cache_memory_bytes,
         request.entry,
+        request.skip_mm_profiling,
     )
     estimate, weights = gpu_budget(
         request.gpu,

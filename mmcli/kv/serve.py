@@ -46,6 +46,7 @@ APPLIED: dict[str, tuple[str, str]] = {
     "enable_prefix_caching": ("enable_prefix_caching", "bool"),
     "speculative_config": ("speculative_config", "json"),
     "enforce_eager": ("enforce_eager", "bool"),
+    "skip_mm_profiling": ("skip_mm_profiling", "bool"),
     "gpu_memory_utilization": ("gpu_memory_utilization", "float"),
     "kv_cache_memory_bytes": ("kv_cache_memory_bytes", "human"),
     "num_gpu_blocks_override": ("num_gpu_blocks_override", "int"),

@@ -147,6 +147,7 @@ FIELD_WORDS: dict[str, str] = {
     "nemotron_h_ssm_dtype": r"Nemotron-H's SSM state",
     "qwen3_5_named_ssm_dtype": r"mamba_ssm_dtype",
     "state_models_v1_default": r"V1 engine by default",
+    "skip_mm_profiling_flag": r"--skip-mm-profiling",
     "cudagraph_estimate_subtracted": r"CUDA-graph memory estimate",
     "largest_batch_tier": r"160 GiB",
     "gb10_small_tier": r"GB10",

@@ -262,6 +262,7 @@ def plan(
     num_speculative_tokens: vo.SpeculativeTokensOpt = None,
     speculative_config: vo.SpeculativeConfigOpt = None,
     enforce_eager: vo.EnforceEagerOpt = False,
+    skip_mm_profiling: vo.SkipMmProfilingOpt = False,
     max_num_seqs: vo.MaxNumSeqsOpt = None,
     num_gpu_blocks_override: Annotated[
         int | None,

@@ -19,7 +19,8 @@ def estimate_panel(est: Estimate) -> Group:
     table.add_column("")
     table.add_column("", justify="right")
     for label, value in est.terms():
-        table.add_row(label, f"{abs(value) / 2**30:,.2f} GiB")  # the label carries the sign
+        shown = "not estimated" if value is None else f"{abs(value) / 2**30:,.2f} GiB"
+        table.add_row(label, shown)  # the label carries the sign
     panel = Panel(table, title="KV memory per GPU: an ESTIMATE", expand=False)
     notes = [Text(f"note: {note}") for note in est.notes]
     return Group(panel, Text(f"weights: {est.weights_source}"), *notes)

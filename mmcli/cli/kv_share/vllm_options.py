@@ -80,6 +80,16 @@ EnforceEagerOpt = Annotated[
         rich_help_panel=ENGINE,
     ),
 ]
+SkipMmProfilingOpt = Annotated[
+    bool,
+    flag(
+        "--skip-mm-profiling",
+        help="vLLM's --skip-mm-profiling (from "
+        f"{first_release('skip_mm_profiling_flag')}): the --gpu estimate leaves out the "
+        "multimodal encoder's profile.",
+        rich_help_panel=ENGINE,
+    ),
+]
 
 ChunkedHybridOpt = Annotated[
     bool | None,

@@ -90,6 +90,8 @@ class Profile:
     kv_cache_memory_bytes: int | None = None
     #: The entry point whose batch defaults apply: ``vllm serve`` or the ``LLM`` class.
     entry: str = "serve"
+    #: vLLM's ``--skip-mm-profiling``: no encoder profile.
+    skip_mm_profiling: bool = False
 
 
 def _components(
@@ -129,9 +131,56 @@ def _components(
         return (), tuple(notes), None
     geo = c.geometry(profile.doc)
     if geo is None:
+        from mmcli.kv.whatif.class_defaults import installed
+
+        missing = ", ".join(c.missing_keys(profile.doc)) or "intermediate_size"
+        lookup = (
+            "nor does transformers' config class for its model_type"
+            if installed()
+            else "and transformers, which fills keys from its config class, is not installed"
+        )
+        notes.append(
+            f"the activation peak needs {missing} as a positive integer: the config does not "
+            f"give it, {lookup}; the flat reserve applies"
+        )
         return (), tuple(notes), None
+    if geo.class_defaults:
+        named = ", ".join(f"{key} {getattr(geo, _FIELD[key]):,}" for key in geo.class_defaults)
+        notes.append(
+            f"the config lacks {', '.join(geo.class_defaults)}: {named} from transformers' "
+            f"{next(iter(geo.class_defaults.values()))} defaults, as vLLM reads the config"
+        )
     peak = c.activation_peak(geo, tokens, seqs, tp)
-    return (peak, c.non_torch(tp), graphs), tuple(notes), peak.bytes
+    parts = (peak, *_encoder(profile, tokens, notes), c.non_torch(tp), graphs)
+    return parts, tuple(notes), peak.bytes
+
+
+def _encoder(profile: Profile, tokens: int, notes: list[str]) -> tuple[Component, ...]:
+    """The encoder profile of a multimodal config, named but not estimated (a note says so);
+    none under ``--skip-mm-profiling``."""
+    from mmcli.kv.whatif.encoder import NOTE, encoder_profile
+
+    part = encoder_profile(profile.doc, tokens)
+    if part is None:
+        return ()
+    if profile.skip_mm_profiling:
+        notes.append("--skip-mm-profiling: vLLM's profile run leaves out the multimodal encoder")
+        return ()
+    notes.append(NOTE)
+    return (part,)
+
+
+#: Config key → the Geometry field it fills.
+_FIELD = {
+    "hidden_size": "hidden",
+    "intermediate_size": "intermediate",
+    "vocab_size": "vocab",
+    "num_attention_heads": "heads",
+    "num_key_value_heads": "kv_heads",
+    "head_dim": "head_dim",
+    "num_experts_per_tok": "topk",
+    "moe_intermediate_size": "moe_intermediate",
+}
 
 
 def estimate(

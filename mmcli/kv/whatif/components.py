@@ -54,11 +54,15 @@ class Component:
     bytes: int
     inputs: dict[str, Any] = field(default_factory=dict)
     source: str = ""
+    #: False: named with its inputs but not estimated (its bytes, 0, are not taken off).
+    estimated: bool = True
 
     def to_json(self) -> dict[str, Any]:
+        named = {} if self.estimated else {"estimated": False}
         return {
             "name": self.name,
-            "bytes": self.bytes,
+            "bytes": self.bytes if self.estimated else None,
+            **named,
             "inputs": self.inputs,
             "source": self.source,
         }
@@ -78,9 +82,12 @@ class Geometry:
     #: Experts each token is routed to (0: a dense MLP) and the experts' intermediate size.
     topk: int = 0
     moe_intermediate: int = 0
+    #: Keys the config leaves out, filled from transformers' config class (key → class name).
+    class_defaults: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        filled = {"class_defaults": dict(self.class_defaults)} if self.class_defaults else {}
+        return filled | {
             "hidden_size": self.hidden,
             "intermediate_size": self.intermediate,
             "vocab_size": self.vocab,
@@ -93,14 +100,64 @@ class Geometry:
         }
 
 
+#: The keys the activation formula cannot do without (``intermediate_size`` or, for MoE,
+#: ``moe_intermediate_size``).
+REQUIRED_KEYS: Final = ("hidden_size", "vocab_size", "num_attention_heads", "intermediate_size")
+#: Every key the formula reads (the others have a derivation of their own, or 0).
+FORMULA_KEYS: Final = (
+    *REQUIRED_KEYS,
+    "num_key_value_heads",
+    "head_dim",
+    "num_experts_per_tok",
+    "moe_intermediate_size",
+)
+
+
 def geometry(doc: dict[str, Any]) -> Geometry | None:
     """The geometry of an HF config (its ``text_config`` when it has one), or None when a key
-    the formula needs is missing (the estimate then keeps the flat reserve, saying so)."""
+    the formula needs is missing (the estimate then keeps the flat reserve, saying so:
+    :func:`missing_keys`). Where a required key is missing, every key the formula reads that
+    the config leaves out is filled from transformers' config class for its ``model_type``
+    (:mod:`mmcli.kv.whatif.class_defaults`), as vLLM reads the config through it."""
+    text = _text(doc)
+    found = _geometry(doc, text, {})
+    if found is not None:
+        return found
+    values, name = _class_values(doc, text)
+    return _geometry(doc, text, values, str(name)) if values else None
+
+
+def missing_keys(doc: dict[str, Any]) -> tuple[str, ...]:
+    """The required keys that neither the config nor transformers' config class gives as a
+    positive integer (Gemma 3n's ``intermediate_size`` is a list, one size a layer)."""
+    text = _text(doc)
+    values, _ = _class_values(doc, text)
+
+    def given(key: str) -> bool:
+        value = text.get(key, doc.get(key, values.get(key)))
+        return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+    return tuple(key for key in REQUIRED_KEYS if not given(key))
+
+
+def _text(doc: dict[str, Any]) -> dict[str, Any]:
     text = doc.get("text_config") if isinstance(doc.get("text_config"), dict) else doc
     assert isinstance(text, dict)
+    return text
 
-    def num(key: str, default: int | None = None) -> int | None:
-        value = text.get(key, doc.get(key, default))
+
+def _class_values(doc: dict[str, Any], text: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    from mmcli.kv.whatif.class_defaults import class_values
+
+    lacking = tuple(key for key in FORMULA_KEYS if key not in text and key not in doc)
+    return class_values(doc, lacking) if lacking else ({}, None)
+
+
+def _geometry(
+    doc: dict[str, Any], text: dict[str, Any], filled: dict[str, Any], name: str = ""
+) -> Geometry | None:
+    def num(key: str) -> int | None:
+        value = text.get(key, doc.get(key, filled.get(key)))
         return (
             value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
         )
@@ -124,6 +181,7 @@ def geometry(doc: dict[str, Any]) -> Geometry | None:
         dtype_bytes=DTYPE_BYTES.get(str(dtype), 2),
         topk=topk,
         moe_intermediate=moe if topk else 0,
+        class_defaults=dict.fromkeys(sorted(filled), name),
     )
 
 

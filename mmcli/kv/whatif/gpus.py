@@ -139,8 +139,9 @@ class Estimate:
         usable = self.usable_bytes - self.margin_cut_bytes
         return usable - self.weights_per_gpu_bytes - self.reserve_bytes
 
-    def terms(self) -> list[tuple[str, int]]:
-        """(label, bytes) of each term, signed, ending with the estimate itself."""
+    def terms(self) -> list[tuple[str, int | None]]:
+        """(label, bytes) of each term, signed (None: named, not estimated), ending with the
+        estimate itself."""
         ranks = self.tensor_parallel_size * self.pipeline_parallel_size
         share = f"weights ÷ {ranks}" if ranks > 1 else "weights"
         if self.weights_estimated:
@@ -151,9 +152,10 @@ class Estimate:
         ]
         if self.margin_cut_bytes:
             terms.append(("− extensible KV cache margin", -self.margin_cut_bytes))
-        held = [(f"− {c.name} (estimate)", -c.bytes) for c in self.components] or [
-            ("− activation / CUDA-graph reserve", -self.reserve_bytes)
-        ]
+        held: list[tuple[str, int | None]] = [
+            (f"− {c.name} (estimate)", -c.bytes) if c.estimated else (f"− {c.name}", None)
+            for c in self.components
+        ] or [("− activation / CUDA-graph reserve", -self.reserve_bytes)]
         return [
             *terms,
             (f"− {share}", -self.weights_per_gpu_bytes),
