@@ -2,13 +2,14 @@
 
 Not a test (it needs the wheels): ``pip download sglang==0.5.3 sglang==0.5.4 --no-deps``,
 unzip each, then ``python tests/kv/sglang_hybrid_reference.py SRC_0.5.3 SRC_0.5.4`` with torch
-and numpy installed (add ``SRC_0.5.5 SRC_0.5.6``, sglang 0.5.5 and 0.5.6 unzipped, for their
-figures, with and without speculative_num_draft_tokens). It takes from each wheel's source,
-unchanged, the config classes' state-shape properties (``configs/qwen3_next.py``,
-``configs/nemotron_h.py``, ``configs/mamba_utils.py``) and ``ModelRunner.handle_max_mamba_cache``
-(0.5.4 on) / the 0.5.3 subtraction in ``profile_max_num_token``, runs them on the repo's
-config.json files with tp stubbed, and prints the per-request state, the slots and the token
-pool for each budget.
+and numpy installed (add ``SRC_0.5.5 SRC_0.5.6 SRC_0.5.7``, sglang 0.5.5 – 0.5.7 unzipped, for
+their figures, with and without speculative_num_draft_tokens). It takes from each wheel's
+source, unchanged, the config classes' state-shape properties (``configs/qwen3_next.py``,
+``configs/nemotron_h.py``, ``configs/mamba_utils.py``) and ``handle_max_mamba_cache`` (0.5.4 –
+0.5.6 ``ModelRunner``'s; 0.5.7 ``ModelRunnerKVCacheMixin``'s, model_runner_kv_cache_mixin.py
+:145) / the 0.5.3 subtraction in ``profile_max_num_token``, runs them on the repo's config.json
+files with tp stubbed, and prints the per-request state, the slots and the token pool for each
+budget.
 """
 
 from __future__ import annotations
@@ -123,9 +124,10 @@ def run(
         rest = rest_bytes / (1 << 30)
         if release != "0.5.3":
             env: dict[str, Any] = {}
+            mixin = src / "sglang/srt/model_executor/model_runner_kv_cache_mixin.py"
             handle = _methods(
-                src / "sglang/srt/model_executor/model_runner.py",
-                "ModelRunner",
+                mixin if mixin.exists() else src / "sglang/srt/model_executor/model_runner.py",
+                "ModelRunnerKVCacheMixin" if mixin.exists() else "ModelRunner",
                 {"handle_max_mamba_cache"},
                 env,
             )["handle_max_mamba_cache"]
@@ -133,13 +135,18 @@ def run(
                 speculative_num_draft_tokens=draft,
                 disable_radix_cache=not radix,
                 max_mamba_cache_size=None,
-                max_running_requests=None,
+                # 0.5.7 reserves the draft states by max_running_requests (48 with speculative
+                # decoding, server_args.py:1994).
+                max_running_requests=None if draft is None or not mixin.exists() else 48,
                 mamba_full_memory_ratio=0.9,
                 dp_size=1,
                 enable_dp_attention=False,
             )
             runner = types.SimpleNamespace(
-                mambaish_config=cfg, server_args=args, hybrid_gdn_config=cfg if radix else None
+                mambaish_config=cfg,
+                server_args=args,
+                hybrid_gdn_config=cfg if radix else None,
+                spec_algorithm=types.SimpleNamespace(is_none=lambda: draft is None),
             )
             left = handle(runner, rest)
             slots = args.max_mamba_cache_size
@@ -152,7 +159,8 @@ def run(
 
 def main() -> None:
     src053, src054 = Path(sys.argv[1]), Path(sys.argv[2])
-    later = [(Path(a), r) for a, r in zip(sys.argv[3:], ("0.5.5", "0.5.6"), strict=False)]
+    names = ("0.5.5", "0.5.6", "0.5.7")
+    later = [(Path(a), r) for a, r in zip(sys.argv[3:], names, strict=False)]
     qwen = json.loads((CONFIGS / "Qwen--Qwen3-Next-80B-A3B-Thinking.json").read_text())
     nemo = json.loads((CONFIGS / "nvidia--Nemotron-H-8B-Base-8K.json").read_text())
     gib = 1 << 30
@@ -193,18 +201,22 @@ def main() -> None:
     nemo_extra = {"conv_kernel": 4}
     for (src, rel), tp in [(pair, tp) for pair in [(src054, "0.5.4"), *later] for tp in (1, 2)]:
         cell = 8 // tp * 128 * 4 * 2 * 2
-        run(
-            src,
-            rel,
-            "nemotron_h.py",
-            "NemotronHConfig",
-            nemo,
-            nemo_extra,
-            tp,
-            cell,
-            [60 * gib, 70 * gib],
-            radix=False,
-        )
+        # 0.5.7 keeps the radix cache on for Nemotron-H: its slots take the ratio, with and
+        # without speculative_num_draft_tokens 4.
+        for draft in (None, 4) if rel == "0.5.7" else (None,):
+            run(
+                src,
+                rel,
+                "nemotron_h.py",
+                "NemotronHConfig",
+                nemo,
+                nemo_extra,
+                tp,
+                cell,
+                [60 * gib, 70 * gib],
+                radix=rel == "0.5.7",
+                draft=draft,
+            )
 
 
 if __name__ == "__main__":

@@ -17,8 +17,7 @@ from mmcli.kv.figures import EngineFigures
 from mmcli.kv.model import ModelConfig, architecture
 from mmcli.kv.sglang import SglangOptions, plan_sglang, sglang_rules
 from mmcli.kv.sglang.geometry import Cell
-from mmcli.kv.sglang.hybrid import HybridState
-from mmcli.kv.sglang.pool import MAMBA_FULL_MEMORY_RATIO
+from mmcli.kv.sglang.hybrid import MAMBA_FULL_MEMORY_RATIO, HybridState
 from mmcli.kv.sglang.releases import RELEASES, SglangRules, state_line_release
 
 

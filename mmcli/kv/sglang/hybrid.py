@@ -29,6 +29,8 @@ from mmcli.kv.sglang.releases import SglangRules, newest_release
 
 _GIB = 2**30
 
+#: ``--mamba-full-memory-ratio`` default (0.5.4 server_args.py:382; 0.5.7 :472).
+MAMBA_FULL_MEMORY_RATIO = 0.9
 #: ``CONV_DTYPE`` (bfloat16) and the default ``--mamba-ssm-dtype`` (float32), in bytes.
 CONV_BYTES = 2
 SSM_BYTES = 4
@@ -212,10 +214,11 @@ def _falcon_h1(doc: dict[str, Any], rules: SglangRules, tp: int, arch: str) -> H
         ssm = (ssm[2], ssm[1], ssm[0])
     kv_heads, head_dim = _attention(doc, tp, None, arch)
     # Every Falcon-H1 layer has both attention and a Mamba-2 mixer.
-    return HybridState(arch, "mamba2", layers, layers, conv, ssm, kv_heads, head_dim, False)
+    radix = rules.mamba2_radix_cache
+    return HybridState(arch, "mamba2", layers, layers, conv, ssm, kv_heads, head_dim, radix)
 
 
-def _nemotron_h(doc: dict[str, Any], tp: int, arch: str) -> HybridState:
+def _nemotron_h(doc: dict[str, Any], rules: SglangRules, tp: int, arch: str) -> HybridState:
     pattern = doc.get("hybrid_override_pattern")
     layers = _int(doc, "num_hidden_layers", 52, arch)
     if not isinstance(pattern, str) or len(pattern) != layers:
@@ -252,10 +255,11 @@ def _nemotron_h(doc: dict[str, Any], tp: int, arch: str) -> HybridState:
             f"{attn_dim} SGLang's NemotronHConfig sizes the KV pool with; not mirrored",
             "plan it for vLLM (--engine vllm)",
         )
-    # nemotron_h is a mamba2_config model: the radix cache is turned off (model_runner.py:402).
-    return HybridState(
-        arch, "mamba2", pattern.count("M"), pattern.count("*"), conv, ssm, kv_heads, attn_dim, False
-    )
+    # nemotron_h is a mamba2_config model: the radix cache is turned off (0.5.4
+    # model_runner.py:402) up to 0.5.6, kept from 0.5.7 (``mamba2_radix_cache``).
+    mamba, attention = pattern.count("M"), pattern.count("*")
+    radix = rules.mamba2_radix_cache
+    return HybridState(arch, "mamba2", mamba, attention, conv, ssm, kv_heads, attn_dim, radix)
 
 
 def hybrid_state(doc: dict[str, Any], rules: SglangRules, arch: str, *, tp: int) -> HybridState:
@@ -287,7 +291,7 @@ def hybrid_state(doc: dict[str, Any], rules: SglangRules, arch: str, *, tp: int)
         return _qwen3_next(text, rules, tp, arch)
     if kind == "falcon_h1":
         return _falcon_h1(text, rules, tp, arch)
-    return _nemotron_h(text, tp, arch)
+    return _nemotron_h(text, rules, tp, arch)
 
 
 def state_slots(
@@ -297,6 +301,7 @@ def state_slots(
     max_running_requests: int | None,
     ratio: float,
     draft_tokens: int = 0,
+    reserved_requests: int | None = None,
 ) -> tuple[int, float]:
     """``max_mamba_cache_size`` and the GiB left for the token pool (``rest_gib``: the budget).
 
@@ -306,9 +311,15 @@ def state_slots(
     with it off (Falcon-H1, Nemotron-H), the fixed 512 (or ``--max-running-requests``). The
     float arithmetic is SGLang's, in its order. ``draft_tokens`` (speculative decoding's D): each
     slot also holds D intermediate states, so the slots are solved with ``per_req × (1 + D)``
-    (``// (1 + D)``, and ``× (1 + D)`` off the budget).
+    (``// (1 + D)``, and ``× (1 + D)`` off the budget). ``reserved_requests`` (0.5.7, the
+    ``--max-running-requests`` of a speculative run): the D intermediate states are instead
+    reserved apart, ``per_req × requests × D`` off the budget before the solve
+    (model_runner_kv_cache_mixin.py:165), and each slot holds one state.
     """
     per_req = state.bytes_per_request
+    if reserved_requests is not None and draft_tokens:
+        rest_gib -= per_req * reserved_requests * draft_tokens / (1 << 30)
+        draft_tokens = 0
     if state.radix_cache:
         raw = rest_gib * ratio / (1 + ratio)
         slots = int((raw * (1 << 30)) // per_req // (1 + draft_tokens))

@@ -32,7 +32,8 @@ from mmcli.kv.sglang.geometry import (
     sglang_cell,
     sliding_note,
 )
-from mmcli.kv.sglang.hybrid import HybridState, state_line, state_slots
+from mmcli.kv.sglang.hybrid import MAMBA_FULL_MEMORY_RATIO, HybridState, state_line, state_slots
+from mmcli.kv.sglang.hybrid_notes import speculative_note, state_notes
 from mmcli.kv.sglang.releases import SglangRules, sglang_rules
 from mmcli.kv.sglang.speculative import (
     DEFAULT_RUNNING_REQUESTS,
@@ -43,11 +44,6 @@ from mmcli.kv.sglang.swa import SwaLayout, swa_layout
 from mmcli.kv.state import MambaSpec
 
 _GIB = 2**30
-#: ``--mamba-full-memory-ratio`` default (0.5.4 server_args.py:382).
-MAMBA_FULL_MEMORY_RATIO = 0.9
-#: ``MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO`` (0.5.4 model_runner.py:209): requests are
-#: capped at a third of the state slots while the radix cache is on.
-_SLOTS_PER_REQUEST_WITH_RADIX = 3
 
 
 @dataclass(frozen=True)
@@ -230,6 +226,7 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
             max_running_requests=user_requests,
             ratio=MAMBA_FULL_MEMORY_RATIO,
             draft_tokens=0 if spec is None else spec.num_draft_tokens,
+            reserved_requests=user_requests if rules.speculative_states_reserved else None,
         )
         raw = max(0, int(left * (1 << 30) // cell.bytes_per_token))
     context, context_estimate = _context_len(config, options, doc)
@@ -240,9 +237,9 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
         tokens, swa_tokens = swa.split(rules, tokens, page, rest, options.max_total_tokens)
     reqs = _request_pool(rules, user_requests, raw, tokens, context)
     if state is not None and reqs is not None:
-        per = _SLOTS_PER_REQUEST_WITH_RADIX if state.radix_cache else 1
+        per = rules.mamba_slots_per_request if state.radix_cache else 1
         reqs = min(reqs, slots // per)
-    if spec is not None and reqs is not None:
+    if spec is not None and reqs is not None and not rules.speculative_states_reserved:
         # The target's pool also holds the draft and verify tokens (draft_runner_cache_size).
         raw += spec.headroom(reqs)
         tokens = raw if options.max_total_tokens is None else min(raw, options.max_total_tokens)
@@ -276,16 +273,10 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
         figures["state_bytes_per_request"] = Figure(state.bytes_per_request)
         figures["state_slots"] = Figure(slots, slot_estimate)
         draft = 0 if spec is None else spec.num_draft_tokens
-        notes.extend(_state_notes(state, rules, slots, cell, draft))
+        reserved = user_requests if rules.speculative_states_reserved else None
+        notes.extend(state_notes(state, rules, slots, cell.bytes_per_token, draft, reserved))
         if spec is not None:
-            notes.append(
-                f"speculative decoding ({spec.num_steps} steps, top-k {spec.eagle_topk}, "
-                f"{spec.num_draft_tokens} draft tokens): each state slot also holds "
-                f"{spec.num_draft_tokens} intermediate states (slots solved with × "
-                f"{1 + spec.num_draft_tokens}); the token pool gets requests × "
-                f"({spec.num_steps} × {spec.eagle_topk} + {spec.num_draft_tokens}) + 100 tokens "
-                "for the draft and verify tokens; the draft model's own pool is not counted"
-            )
+            notes.append(speculative_note(spec, rules))
     refusal = None
     running = None
     if rules.weights_overflow_error and rest <= 0:
@@ -332,8 +323,9 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
             # The state pool is built (and logged) before the token pool.
             pool_slots = slots if rules.hybrid_rule == "ratio" else reqs
             line = state_line(state, rules, pool_slots)
-            if spec is not None and pool_slots is not None:
-                line += intermediate_sizes(state, pool_slots, spec)
+            rows = reqs if rules.speculative_states_reserved else pool_slots
+            if spec is not None and rows is not None:
+                line += intermediate_sizes(state, rows, spec)
             result.log_lines.insert(0, line)
     return result
 
@@ -355,39 +347,3 @@ def _request_pool(
     if context is None:
         return None
     return min(max(int(raw / context * 512), 2048), 4096)
-
-
-def _state_notes(
-    state: HybridState, rules: SglangRules, slots: int, cell: Cell, draft: int
-) -> list[str]:
-    per = state.bytes_per_request
-    taken = slots * per * (1 + draft) / _GIB
-    spec = f" // {1 + draft}" if draft else ""
-    if state.radix_cache:
-        how = (
-            f"max_mamba_cache_size = int(budget × {MAMBA_FULL_MEMORY_RATIO}/"
-            f"{1 + MAMBA_FULL_MEMORY_RATIO:g} // {per:,} B{spec}) = {slots:,} "
-            "(mamba_full_memory_ratio "
-            f"{MAMBA_FULL_MEMORY_RATIO}; radix cache on), requests capped at slots // "
-            f"{_SLOTS_PER_REQUEST_WITH_RADIX}"
-        )
-    else:
-        why = (
-            f"SGLang {rules.release} turns the radix cache off for hybrid models"
-            if rules.hybrid_rule == "fixed"
-            else f"SGLang {rules.release} turns the radix cache off for {state.architecture}"
-        )
-        how = (
-            f"max_mamba_cache_size = {slots:,} (--max-running-requests, or "
-            f"{DEFAULT_RUNNING_REQUESTS if draft else 512}; {why}), "
-            "requests capped at the slots"
-        )
-    conv = "×".join(map(str, state.conv_shape))
-    ssm = "×".join(map(str, state.ssm_shape))
-    return [
-        f"hybrid state pool: {state.state_layers} state layers × (conv {conv} bf16 + ssm {ssm} "
-        f"fp32) = {per:,} B per request; {how}; {taken:.2f} GiB taken off the budget",
-        f"token pool over the {state.attention_layers} attention layers only "
-        f"({cell.bytes_per_token:,} B per token); max concurrency counts tokens, "
-        "max running requests the state slots too",
-    ]

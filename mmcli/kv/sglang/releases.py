@@ -122,7 +122,20 @@ RELEASES = (
         )
         for name in ("0.5.5", "0.5.6")
     ),
-    replace(_NO_DSA, release="0.5.7", v_head_dim_in_cell=True, swa_pool_unmirrored_for=_MIMO_V2),
+    #: 0.5.7: the state pool of model_runner_kv_cache_mixin.py:145 (the speculative states
+    #: reserved apart, :165), the radix cache kept for Falcon-H1 and Nemotron-H (server_args.py
+    #: :1330, :1444 turn it off only for trtllm_mha on SM100), requests capped at slots // 5.
+    replace(
+        _NO_DSA,
+        release="0.5.7",
+        v_head_dim_in_cell=True,
+        swa_pool_unmirrored_for=_MIMO_V2,
+        hybrid_rule="ratio",
+        hybrid_models=_HYBRID_054,
+        speculative_states_reserved=True,
+        mamba2_radix_cache=True,
+        mamba_slots_per_request=5,
+    ),
     #: 0.5.8: model_config.py:1220 ``is_hybrid_swa_model``; the cell counts every layer at full
     #: size and, for MiMo-V2-Flash, its sliding layers again (model_runner_kv_cache_mixin.py:99,
     #: fixed by sgl-project/sglang#18039); the split is :206 ``set_num_tokens_hybrid_swa``.
@@ -342,13 +355,21 @@ def state_line_release(names_slots: bool) -> str:
 
 _SLOTS, _NO_SLOTS = state_line_release(True), state_line_release(False)
 _NEWEST_RATIO = newest_release(lambda r: r.hybrid_rule == "ratio")
+_RATIO_ROWS = [i for i, r in enumerate(RELEASES) if r.hybrid_rule == "ratio"]
+#: The releases that size the state pool as the first ratio release does.
+_SAME_SIZE = " – ".join(
+    RELEASES[i].release
+    for i in (_RATIO_ROWS[0], max(i for i in _RATIO_ROWS if not RELEASES[i].mamba2_radix_cache))
+)
 #: What each release's ``Mamba Cache is allocated`` line says (memory_pool.py of its wheel).
 STATE_LINE_WORDING = {
     _SLOTS: (
         f"the Mamba Cache line names max_mamba_cache_size: SGLang {_SLOTS}'s wording "
         f"(memory_pool.py:222); {_NO_SLOTS}'s names no slot count (:177), older releases have "
-        f"no state pool; {_SLOTS} – {_NEWEST_RATIO} word and size it alike, the state pools "
-        f"of later releases are not mirrored"
+        f"no state pool; {_SLOTS} – {_NEWEST_RATIO} word it alike ({_SAME_SIZE} size it "
+        f"alike; {_NEWEST_RATIO} caps the requests at slots // "
+        f"{RELEASES[_RATIO_ROWS[-1]].mamba_slots_per_request}, so its log is checked against "
+        f"{_SLOTS}'s sizes), the state pools of later releases are not mirrored"
     ),
     _NO_SLOTS: (
         f"the Mamba Cache line names no max_mamba_cache_size: SGLang {_NO_SLOTS}'s wording "

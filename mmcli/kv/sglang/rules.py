@@ -107,6 +107,19 @@ class SglangRules:
     #: state slot also holds the draft tokens' intermediate states (``handle_max_mamba_cache``
     #: divides by 1 + D, 0.5.4 model_runner.py:1438) and the token pool gets the draft headroom.
     speculative_state_in_slots: bool = False
+    #: Whether the speculative intermediate states are reserved apart from the slots instead:
+    #: ``mamba_cache_per_req × --max-running-requests × D`` off the budget before the ratio
+    #: solve, no draft headroom in the target's pool, and the intermediate caches sized by the
+    #: request pool + 1 (0.5.7 model_runner_kv_cache_mixin.py:165, :311, :389; memory_pool.py:205).
+    speculative_states_reserved: bool = False
+    #: Whether Falcon-H1 and Nemotron-H keep the radix cache (0.5.7 model_runner.py no longer
+    #: turns it off for ``mamba2_config`` models, as 0.5.6 :448 does): their slots take the ratio.
+    mamba2_radix_cache: bool = False
+    #: State slots per running request while the radix cache is on: 0.5.4 – 0.5.6
+    #: ``MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO`` 3 (0.5.4 model_runner.py:209); 0.5.7 adds
+    #: ``MAMBA_CACHE_V2_ADDITIONAL_RATIO_OVERLAP`` 2 with the default no_buffer strategy
+    #: (model_runner_kv_cache_mixin.py:39, :290 – :301; server_args.py:766).
+    mamba_slots_per_request: int = 3
     #: Whether an explicit --context-length (mmcli's --max-model-len) caps the piecewise
     #: graphs' token counts (0.5.13 server_args.py:1579).
     prefill_graphs_clamped_to_context: bool = False

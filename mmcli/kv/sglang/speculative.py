@@ -1,20 +1,23 @@
 """SGLang's EAGLE / NEXTN (MTP) speculative decoding, as it changes a hybrid model's pools.
 
-Mirrored for the releases whose row has ``speculative_state_in_slots`` (0.5.4 – 0.5.6), for
-the hybrid GDN / Mamba-2 models they serve; the facts, with file and line, are in
-docs/kv-share-engines.md:
+Mirrored for the releases whose row has ``speculative_state_in_slots`` (0.5.4 – 0.5.6) or
+``speculative_states_reserved`` (0.5.7), for the hybrid GDN / Mamba-2 models they serve; the
+facts, with file and line, are in docs/kv-share-engines.md:
 
 * ``--speculative-num-steps`` and ``--speculative-eagle-topk`` are given (SGLang's
   ``auto_choose_speculative_params`` picks them by architecture otherwise: not mirrored); with
   top-k 1 the draft tokens are steps + 1 (server_args ``_handle_speculative_decoding``), else
   ``--speculative-num-draft-tokens`` must be given.
 * ``--max-running-requests`` defaults to 48.
-* every state slot also holds one intermediate SSM state and conv window per draft token
-  (MambaPool's ``intermediate_ssm_state_cache`` / ``intermediate_conv_window_cache``), so
+* (``speculative_state_in_slots``) every state slot also holds one intermediate SSM state and
+  conv window per draft token (MambaPool's ``intermediate_ssm_state_cache`` /
+  ``intermediate_conv_window_cache``), so
   ``handle_max_mamba_cache`` solves the slots with ``mamba_cache_per_req × (1 + D)``.
 * the target's token pool gets a headroom for the draft and verify tokens: ``tokens +
   reqs × steps × topk + reqs × D + 100`` (``draft_runner_cache_size``), before the
   --max-total-tokens cap and the page floor.
+* (``speculative_states_reserved``) the intermediate states are reserved apart, ``per_req ×
+  max_running_requests × D``, allocated for the request pool + 1, with no token headroom.
 """
 
 from __future__ import annotations
@@ -91,8 +94,8 @@ def checked_speculative(
     spec = speculative(*given)
     if spec is None:
         return None
-    if state is None or not rules.speculative_state_in_slots:
-        newest = newest_release(lambda r: r.speculative_state_in_slots)
+    if state is None or not _mirrored(rules):
+        newest = newest_release(_mirrored)
         raise InputError(
             f"SGLang {rules.release}: speculative decoding is mirrored only for the hybrid GDN "
             f"/ Mamba-2 models of SGLang {newest} and older (its draft states in the state "
@@ -103,9 +106,14 @@ def checked_speculative(
     return spec
 
 
-def intermediate_sizes(state: HybridState, slots: int, spec: Speculative) -> str:
-    """The rest of MambaPool's line with speculative decoding (0.5.5 memory_pool.py:257)."""
-    ssm, conv = state.intermediate_bytes(slots, spec.num_draft_tokens)
+def _mirrored(rules: SglangRules) -> bool:
+    return rules.speculative_state_in_slots or rules.speculative_states_reserved
+
+
+def intermediate_sizes(state: HybridState, rows: int, spec: Speculative) -> str:
+    """The rest of MambaPool's line with speculative decoding (0.5.5 memory_pool.py:257), its
+    caches of ``rows`` + 1 rows (the slots; 0.5.7 the request pool, memory_pool.py:205)."""
+    ssm, conv = state.intermediate_bytes(rows, spec.num_draft_tokens)
     return (
         f" intermediate_ssm_state_cache size: {ssm / _GIB:.2f}GB "
         f"intermediate_conv_window_cache size: {conv / _GIB:.2f}GB"
