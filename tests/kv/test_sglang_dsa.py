@@ -11,6 +11,16 @@ Facts (SGLang wheels, sglang/srt/):
   (size + page_size + 1) // page_size pages of page_size · 132 bytes per layer; :1429 asserts
   index_head_dim 128 and :1431 page size 64; ``get_kv_size_bytes`` adds both (:1511).
 * 0.5.4 server_args.py:1009-1024: for is_deepseek_nsa, DP attention on and page size 64.
+* 0.5.7 – 0.5.10 (model_executor/model_runner_kv_cache_mixin.py ``get_cell_size_per_token``):
+  the same budget block, 0.5.7 :73-82, 0.5.8 / 0.5.9 :71-80, 0.5.10 :99-108. The fp8 row:
+  0.5.7 memory_pool.py:1839 / 0.5.8 :1702 ``override_dim`` (512 + 512 // 128 · 4 + 64 · 2);
+  0.5.9 mixin :212 / 0.5.10 :240 ``calculate_mla_kv_cache_dim``: the same sum with an fp8_e4m3
+  cache, unless a trtllm NSA backend (or ROCm's tilelang, 0.5.10 :264) keeps 576. Indexer pages
+  (size + page_size + 1) // page_size: 0.5.7 memory_pool.py:1880, 0.5.10 :1869.
+* server_args.py: 0.5.7 :1035 DP attention on, :1058 page 64; 0.5.8 :1158, 0.5.9 :1258,
+  0.5.10 :1583 page 64 on CUDA and DP attention only with prefill context parallel (0.5.8
+  :1122 / :1131). fp8_e4m3 picks flashmla_auto / flashmla_kv on every GPU up to 0.5.9 (0.5.9
+  :1161-1163); 0.5.10 :1465-1467 trtllm / trtllm on SM100 and later.
 * The V3.2 config (tests/kv/configs/deepseek-ai--DeepSeek-V3.2.as-DeepSeek-V3.2-Exp.json):
   61 layers, kv_lora_rank 512, qk_rope_head_dim 64, index_head_dim 128, bfloat16.
 
@@ -42,7 +52,7 @@ def plan(**options: Any):  # type: ignore[no-untyped-def]
     return plan_sglang(load_config(V32), read_document(V32), SglangOptions(**options))
 
 
-@pytest.mark.parametrize("release", ["0.5.4", "0.5.5", "0.5.6"])
+@pytest.mark.parametrize("release", ["0.5.4", "0.5.5", "0.5.6", "0.5.7", "0.5.8", "0.5.9"])
 def test_published_b200_log_is_reproduced(release: str) -> None:
     # The log does not give the budget: any budget in [975424, 975425) budget cells gives it.
     for memory in (975_424 * 43_188, 975_425 * 43_188 - 1):
@@ -52,6 +62,33 @@ def test_published_b200_log_is_reproduced(release: str) -> None:
         assert result.value("block_tokens") == 64
         assert result.value("pool_tokens") == 975_424
         assert result.log_lines[0] == PUBLISHED
+
+
+def test_0510_fp8_on_blackwell_is_noted() -> None:
+    # 0.5.10 on B200 picks the trtllm backends for fp8 (576-B rows): the same 975424 tokens
+    # from the budget, but not the log's 43.67 GB; the plan shows Hopper's flashmla_kv row.
+    result = plan(release="0.5.10", tp=8, memory_bytes=975_424 * 43_188, kv_dtype="fp8")
+    assert result.value("pool_tokens") == 975_424
+    assert result.value("allocated_bytes_per_token") == 48_068
+    assert any("trtllm NSA backends, whose row is the budget's 576 B" in n for n in result.notes)
+    older = plan(release="0.5.9", tp=8, memory_bytes=975_424 * 43_188, kv_dtype="fp8")
+    assert not any("trtllm" in n for n in older.notes)
+
+
+@pytest.mark.parametrize(
+    ("release", "wording"),
+    [
+        ("0.5.7", "turns DP attention on"),
+        ("0.5.8", "keeps attention tensor-parallel"),
+        ("0.5.10", "keeps attention tensor-parallel"),
+    ],
+)
+def test_dp_attention_note_follows_the_release(release: str, wording: str) -> None:
+    result = plan(release=release, memory_bytes=100 * 78_324)
+    assert result.value("bytes_per_token") == 78_324
+    assert result.value("allocated_bytes_per_token") == 78_324
+    assert result.value("pool_tokens") == 64
+    assert any(wording in n for n in result.notes)
 
 
 def test_fp8_allocation_exceeds_the_budget_and_says_so() -> None:
@@ -79,7 +116,7 @@ def test_bf16_budget_and_allocation_agree() -> None:
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"release": "0.5.7"}, "SGLang 0.5.7: its NSA pool"),
+        ({"release": "0.5.11"}, "SGLang 0.5.11: its NSA pool"),
         ({"release": "0.5.17"}, "not mirrored"),
         ({"release": "0.5.4", "kv_dtype": "fp8_e5m2"}, "bfloat16 or fp8_e4m3 only"),
     ],
@@ -95,7 +132,9 @@ def test_gpu_budget_is_refused() -> None:
 
 
 def test_release_rows() -> None:
-    assert [r.release for r in RELEASES if r.dsa_mirrored] == ["0.5.4", "0.5.5", "0.5.6"]
+    mirrored = [r.release for r in RELEASES if r.dsa_mirrored]
+    assert mirrored == ["0.5.4", "0.5.5", "0.5.6", "0.5.7", "0.5.8", "0.5.9", "0.5.10"]
+    assert [r.release for r in RELEASES if r.dsa_mirrored and r.dsa_dp_attention] == mirrored[:4]
     with pytest.raises(InputError) as info:
-        plan(release="0.5.8", memory_bytes=GiB)
-    assert "--sglang-version 0.5.6" in (info.value.hint or "")
+        plan(release="0.5.23", memory_bytes=GiB)
+    assert "--sglang-version 0.5.10" in (info.value.hint or "")

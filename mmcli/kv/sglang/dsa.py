@@ -166,10 +166,15 @@ def nsa_notes(
     cell: NsaCell, rules: SglangRules, tokens: int, page_given: int | None, *, auto: bool
 ) -> list[str]:
     """What SGLang forces for an NSA model, and where its budget and allocation differ."""
+    attention = (
+        "turns DP attention on"
+        if rules.dsa_dp_attention
+        else "keeps attention tensor-parallel unless --enable-dp-attention"
+    )
     notes = [
-        f"DeepSeek NSA: SGLang {rules.release} sets page size {cell.page} and turns DP "
-        "attention on (server_args); the MLA latent is whole on every rank, so the pool per "
-        "rank is the same",
+        f"DeepSeek NSA: SGLang {rules.release} sets page size {cell.page} and {attention} "
+        "(server_args, CUDA; ROCm's page 1 is not planned); the MLA latent is whole on every "
+        "rank, so the pool per rank is the same",
         f"budget cell ({cell.kv_lora_rank + cell.qk_rope_head_dim} × {cell.dtype_bytes} + "
         f"indexer {cell.index_bytes}) × {cell.layers} layers = {cell.budget_bytes_per_token:,} "
         "B per token",
@@ -178,6 +183,12 @@ def nsa_notes(
         notes.append(
             "--kv-dtype auto is taken as a Hopper GPU's bfloat16 (SGLang picks fp8_e4m3 on "
             "Blackwell: pass --kv-dtype fp8 there)"
+        )
+    if cell.fp8 and rules.dsa_fp8_trtllm_on_blackwell:
+        notes.append(
+            f"the fp8 row is that of a Hopper GPU's flashmla_kv backend: on Blackwell SGLang "
+            f"{rules.release} picks the trtllm NSA backends, whose row is the budget's "
+            f"{cell.kv_lora_rank + cell.qk_rope_head_dim} B (allocation = budget there)"
         )
     if page_given is not None and page_given != cell.page:
         notes.append(f"--page-size {page_given} is replaced by {cell.page} (server_args)")

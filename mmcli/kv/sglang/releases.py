@@ -80,8 +80,8 @@ _PROFILED = replace(
     small_gpu_graph_bs=24,
     speculative_state_in_slots=False,
 )
-#: 0.5.7 on: the NSA pool is not mirrored (see ``dsa_mirrored``).
-_NO_DSA = replace(_PROFILED, dsa_mirrored=False)
+#: 0.5.8 on: no DP attention forced for an NSA model (see ``dsa_dp_attention``).
+_TP_ATTN = replace(_PROFILED, dsa_dp_attention=False)
 _MIMO_V2 = ("MiMoV2FlashForCausalLM", "MiMoV2MTP")
 _STEP3P5 = ("Step3p5ForCausalLM", "Step3p5MTP")
 #: 0.5.8 / 0.5.9 server_args turn the pool off for Gemma 2/3/3n and Olmo 2 (not on the list
@@ -90,11 +90,12 @@ _SWA_OFF_058 = (*_GEMMA_OFF, "Olmo2ForCausalLM")
 #: server_args.py ``_handle_gpu_memory_settings`` is the same in 0.5.10 – 0.5.12; 0.5.13 also
 #: clamps the piecewise graphs to --context-length, which is None unless given (a plan never
 #: gives it), and no longer lets the MoE runner turn the piecewise graphs off.
-_PCG_ROWS: tuple[tuple[str, bool], ...] = (
-    ("0.5.10", True),
-    ("0.5.11", True),
-    ("0.5.12", True),
-    ("0.5.13", False),
+#: The third item: whether the NSA pool is mirrored (0.5.10 only; ``dsa_mirrored``).
+_PCG_ROWS: tuple[tuple[str, bool, bool], ...] = (
+    ("0.5.10", True, True),
+    ("0.5.11", True, False),
+    ("0.5.12", True, False),
+    ("0.5.13", False, False),
 )
 RELEASES = (
     *RELEASES,
@@ -108,12 +109,12 @@ RELEASES = (
         )
         for name in ("0.5.5", "0.5.6")
     ),
-    replace(_NO_DSA, release="0.5.7", v_head_dim_in_cell=True, swa_pool_unmirrored_for=_MIMO_V2),
+    replace(_PROFILED, release="0.5.7", v_head_dim_in_cell=True, swa_pool_unmirrored_for=_MIMO_V2),
     #: 0.5.8: model_config.py:1220 ``is_hybrid_swa_model``; the cell counts every layer at full
     #: size and, for MiMo-V2-Flash, its sliding layers again (model_runner_kv_cache_mixin.py:99,
     #: fixed by sgl-project/sglang#18039); the split is :206 ``set_num_tokens_hybrid_swa``.
     replace(
-        _NO_DSA,
+        _TP_ATTN,
         release="0.5.8",
         v_head_dim_in_cell=True,
         swa_disabled_for=_SWA_OFF_058,
@@ -124,7 +125,7 @@ RELEASES = (
     #: 0.5.9: model_config.py:1320 adds Step-3.5; the cell sums full and sliding layers
     #: (mixin :82), the split by bytes (:251).
     replace(
-        _NO_DSA,
+        _TP_ATTN,
         release="0.5.9",
         v_head_dim_in_cell=True,
         swa_disabled_for=_SWA_OFF_058,
@@ -141,7 +142,7 @@ RELEASES = (
     #: from the capacity (:840); its default fraction reserves piecewise CUDA graphs.
     *(
         replace(
-            _NO_DSA,
+            _TP_ATTN,
             release=name,
             fraction_rule="reserve-pcg",
             moe_runner_disables_prefill_graphs=moe_off,
@@ -149,11 +150,13 @@ RELEASES = (
             v_head_dim_in_cell=True,
             requests_from_capacity=True,
             sliding_mirrored=False,
+            dsa_mirrored=dsa,
+            dsa_fp8_trtllm_on_blackwell=dsa,
         )
         #: 0.5.11 – 0.5.13 move the sizing into DefaultPoolConfigurator
         #: (model_executor/pool_configurator.py: ``available_bytes // cell_size``, floored to
         #: the page, capped and floored again) with the same budget and request pool.
-        for name, moe_off in _PCG_ROWS
+        for name, moe_off, dsa in _PCG_ROWS
     ),
 )
 #: 0.5.14 on: the same cell, budget and page floor, but a --max-running-requests is capped at
