@@ -80,7 +80,7 @@ _PROFILED = replace(
     small_gpu_graph_bs=24,
     speculative_state_in_slots=False,
 )
-#: 0.5.8 on: no DP attention forced for an NSA model (see ``dsa_dp_attention``).
+#: 0.5.6 on: no DP attention for an NSA model at --dp 1 (see ``dsa_dp_attention``).
 _TP_ATTN = replace(_PROFILED, dsa_dp_attention=False)
 _MIMO_V2 = ("MiMoV2FlashForCausalLM", "MiMoV2MTP")
 _STEP3P5 = ("Step3p5ForCausalLM", "Step3p5MTP")
@@ -106,10 +106,12 @@ RELEASES = (
             hybrid_rule="ratio",
             hybrid_models=_HYBRID_054,
             speculative_state_in_slots=True,
+            dsa_dp_attention=dp_size_set,
         )
-        for name in ("0.5.5", "0.5.6")
+        #: 0.5.6 no longer sets dp_size = tp for an NSA model (``dsa_dp_attention``).
+        for name, dp_size_set in (("0.5.5", True), ("0.5.6", False))
     ),
-    replace(_PROFILED, release="0.5.7", v_head_dim_in_cell=True, swa_pool_unmirrored_for=_MIMO_V2),
+    replace(_TP_ATTN, release="0.5.7", v_head_dim_in_cell=True, swa_pool_unmirrored_for=_MIMO_V2),
     #: 0.5.8: model_config.py:1220 ``is_hybrid_swa_model``; the cell counts every layer at full
     #: size and, for MiMo-V2-Flash, its sliding layers again (model_runner_kv_cache_mixin.py:99,
     #: fixed by sgl-project/sglang#18039); the split is :206 ``set_num_tokens_hybrid_swa``.

@@ -125,9 +125,14 @@ class SglangRules:
     #: 0.5.5 :1075, 0.5.6 :973, 0.5.7 :1058, 0.5.8 :1158, 0.5.9 :1258, 0.5.10 :1583; from 0.5.8
     #: ROCm gets page 1, not mirrored: the plan is for CUDA).
     dsa_page_size: int = 64
-    #: Whether server_args turns DP attention on for an NSA model on CUDA (0.5.4 – 0.5.7: 0.5.7
-    #: server_args.py:1035); from 0.5.8 only with --enable-nsa-prefill-context-parallel (0.5.8
-    #: :1122 / :1131), else attention is tensor-parallel (:1146 "DSA with TP mode is active").
+    #: Whether server_args turns DP attention on for an NSA model on CUDA with dp_size = tp
+    #: (0.5.4 server_args.py:1020, 0.5.5 :1072; at tp 1 ``_handle_data_parallelism`` turns it
+    #: off again, 0.5.4 :1166). 0.5.6 / 0.5.7 set enable_dp_attention but leave dp_size, so at
+    #: --dp 1 it is turned off (0.5.6 :951 / :1492, 0.5.7 :1035 / :1802); from 0.5.8 it is set
+    #: only with --enable-nsa-prefill-context-parallel (0.5.8 :1122 / :1131). Every release
+    #: computes the default fraction before (``__post_init__``: 0.5.4 :544 before :551, 0.5.9
+    #: :733 before :736), so DP attention forced there adds no reserve to it; but each rank
+    #: then loads the whole attention weights, which a --gpu budget does not mirror.
     dsa_dp_attention: bool = True
     #: Whether an fp8_e4m3 cache on Blackwell (SM100 on) defaults to the trtllm NSA backends,
     #: whose latent row is the budget's ``kv_lora_rank + qk_rope_head_dim`` fp8 bytes (0.5.10
