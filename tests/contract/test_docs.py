@@ -755,6 +755,8 @@ REFUSALS: dict[tuple[str, str], list[str]] = {
         "sglang",
         "--sglang-version",
         "0.5.4",
+        "-tp",
+        "8",
         "--gpu",
         "H100",
         "--weights",

@@ -11,6 +11,24 @@ Facts (SGLang wheels, sglang/srt/):
   (size + page_size + 1) // page_size pages of page_size · 132 bytes per layer; :1429 asserts
   index_head_dim 128 and :1431 page size 64; ``get_kv_size_bytes`` adds both (:1511).
 * 0.5.4 server_args.py:1009-1024: for is_deepseek_nsa, DP attention on and page size 64.
+* 0.5.7 – 0.5.10 (model_executor/model_runner_kv_cache_mixin.py ``get_cell_size_per_token``):
+  the same budget block, 0.5.7 :73-82, 0.5.8 / 0.5.9 :71-80, 0.5.10 :99-108. The fp8 row:
+  0.5.7 memory_pool.py:1839 / 0.5.8 :1702 ``override_dim`` (512 + 512 // 128 · 4 + 64 · 2);
+  0.5.9 mixin :212 / 0.5.10 :240 ``calculate_mla_kv_cache_dim``: the same sum with an fp8_e4m3
+  cache, unless a trtllm NSA backend (or ROCm's tilelang, 0.5.10 :264) keeps 576. Indexer pages
+  (size + page_size + 1) // page_size: 0.5.7 memory_pool.py:1880, 0.5.10 :1869.
+* server_args.py: 0.5.7 :1035 DP attention on, :1058 page 64; 0.5.8 :1158, 0.5.9 :1258,
+  0.5.10 :1583 page 64 on CUDA and DP attention only with prefill context parallel (0.5.8
+  :1122 / :1131). fp8_e4m3 picks flashmla_auto / flashmla_kv on every GPU up to 0.5.9 (0.5.9
+  :1161-1163); 0.5.10 :1465-1467 trtllm / trtllm on SM100 and later.
+* DP attention: 0.5.4 server_args.py:1019-1020 / 0.5.5 :1071-1072 set enable_dp_attention and
+  dp_size = tp; 0.5.6 :950 / 0.5.7 :1035 set enable_dp_attention only, and
+  ``_handle_data_parallelism`` (0.5.6 :1492, 0.5.7 :1802; 0.5.4 :1166) turns it off at dp_size 1.
+  ``__post_init__`` computes the default fraction first (0.5.4 :544 ``_handle_gpu_memory_settings``
+  before :551 ``_handle_model_specific_adjustments``; 0.5.9 :733 before :736; 0.5.10 :784 before
+  :787), so DP attention forced there adds no reserve to it. 0.5.10 captures no piecewise graphs
+  for DeepseekV32ForCausalLM (configs/model_config.py:1352
+  ``piecewise_cuda_graph_disabled_model_archs``, :1353).
 * The V3.2 config (tests/kv/configs/deepseek-ai--DeepSeek-V3.2.as-DeepSeek-V3.2-Exp.json):
   61 layers, kv_lora_rank 512, qk_rope_head_dim 64, index_head_dim 128, bfloat16.
 
@@ -42,7 +60,7 @@ def plan(**options: Any):  # type: ignore[no-untyped-def]
     return plan_sglang(load_config(V32), read_document(V32), SglangOptions(**options))
 
 
-@pytest.mark.parametrize("release", ["0.5.4", "0.5.5", "0.5.6"])
+@pytest.mark.parametrize("release", ["0.5.4", "0.5.5", "0.5.6", "0.5.7", "0.5.8", "0.5.9"])
 def test_published_b200_log_is_reproduced(release: str) -> None:
     # The log does not give the budget: any budget in [975424, 975425) budget cells gives it.
     for memory in (975_424 * 43_188, 975_425 * 43_188 - 1):
@@ -52,6 +70,34 @@ def test_published_b200_log_is_reproduced(release: str) -> None:
         assert result.value("block_tokens") == 64
         assert result.value("pool_tokens") == 975_424
         assert result.log_lines[0] == PUBLISHED
+
+
+def test_0510_fp8_on_blackwell_is_noted() -> None:
+    # 0.5.10 on B200 picks the trtllm backends for fp8 (576-B rows): the same 975424 tokens
+    # from the budget, but not the log's 43.67 GB; the plan shows Hopper's flashmla_kv row.
+    result = plan(release="0.5.10", tp=8, memory_bytes=975_424 * 43_188, kv_dtype="fp8")
+    assert result.value("pool_tokens") == 975_424
+    assert result.value("allocated_bytes_per_token") == 48_068
+    assert any("trtllm NSA backends, whose row is the budget's 576 B" in n for n in result.notes)
+    older = plan(release="0.5.9", tp=8, memory_bytes=975_424 * 43_188, kv_dtype="fp8")
+    assert not any("trtllm" in n for n in older.notes)
+
+
+@pytest.mark.parametrize(
+    ("release", "wording"),
+    [
+        ("0.5.5", "turns DP attention on (dp_size = tp"),
+        ("0.5.6", "keeps attention tensor-parallel at --dp 1"),
+        ("0.5.7", "keeps attention tensor-parallel at --dp 1"),
+        ("0.5.10", "keeps attention tensor-parallel at --dp 1"),
+    ],
+)
+def test_dp_attention_note_follows_the_release(release: str, wording: str) -> None:
+    result = plan(release=release, memory_bytes=100 * 78_324)
+    assert result.value("bytes_per_token") == 78_324
+    assert result.value("allocated_bytes_per_token") == 78_324
+    assert result.value("pool_tokens") == 64
+    assert any(wording in n for n in result.notes)
 
 
 def test_fp8_allocation_exceeds_the_budget_and_says_so() -> None:
@@ -79,7 +125,7 @@ def test_bf16_budget_and_allocation_agree() -> None:
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"release": "0.5.7"}, "SGLang 0.5.7: its NSA pool"),
+        ({"release": "0.5.11"}, "SGLang 0.5.11: its NSA pool"),
         ({"release": "0.5.17"}, "not mirrored"),
         ({"release": "0.5.4", "kv_dtype": "fp8_e5m2"}, "bfloat16 or fp8_e4m3 only"),
     ],
@@ -89,13 +135,50 @@ def test_unmirrored_cases_are_refused(options: dict[str, Any], message: str) -> 
         plan(memory_bytes=40 * GiB, **options)
 
 
-def test_gpu_budget_is_refused() -> None:
-    with pytest.raises(InputError, match="budget from --gpu is not mirrored"):
-        plan(release="0.5.4", gpu_bytes=80 * GiB, weights_bytes=GiB, gpu_name="H100")
+@pytest.mark.parametrize(
+    ("options", "why"),
+    [
+        ({"release": "0.5.4", "tp": 8}, "server_args sets dp_size = tp"),
+        ({"release": "0.5.5", "tp": 2}, "server_args sets dp_size = tp"),
+        ({"release": "0.5.9", "tp": 8, "enable_dp_attention": True}, "--enable-dp-attention"),
+    ],
+)
+def test_gpu_budget_with_dp_attention_is_refused(options: dict[str, Any], why: str) -> None:
+    with pytest.raises(InputError, match=f"budget from --gpu with DP attention \\({why}"):
+        plan(gpu_bytes=80 * GiB, weights_bytes=GiB, gpu_name="H100", **options)
+
+
+def test_gpu_budget_at_dp_1_takes_the_release_fraction() -> None:
+    # Given fraction, tp 1 (dp_size 1 even in 0.5.4): int(80 GiB × 0.9) − 10 GiB =
+    # 66,571,993,088 B; // 78,324 = 849,956, floored to the page of 64: 849,920.
+    for release in ("0.5.4", "0.5.9"):
+        result = plan(
+            release=release,
+            gpu_bytes=80 * GiB,
+            weights_bytes=10 * GiB,
+            gpu_name="H100",
+            mem_fraction_static=0.9,
+        )
+        assert result.value("pool_tokens") == 849_920
+    # 0.5.10's default at tp 8 on 81,920 MiB (server_args.py:1196-1205: chunk 8192, graphs to
+    # batch 512): 512 + 8192 × 1.5 + 512 × 2 + 8 / 8 × 1024 =
+    # 14,848 MiB and no piecewise graphs (an MLA model without an indexer adds 1,536):
+    # round(67,072 / 81,920, 3) = 0.819; int(80 GiB × 0.819) − 80 GiB / 8 = 59,614,399,938 B;
+    # // 78,324 = 761,125, floored to 64: 761,088.
+    result = plan(release="0.5.10", tp=8, gpu_bytes=80 * GiB, weights_bytes=80 * GiB)
+    assert result.value("pool_tokens") == 761_088
+    assert "no piecewise graphs for this model" in str(result.to_json())
+
+
+def test_auto_dtype_on_sm100_gpu_is_refused() -> None:
+    with pytest.raises(InputError, match="picks fp8_e4m3"):
+        plan(release="0.5.9", gpu_bytes=180 * GiB, weights_bytes=GiB, gpu_name="B200")
 
 
 def test_release_rows() -> None:
-    assert [r.release for r in RELEASES if r.dsa_mirrored] == ["0.5.4", "0.5.5", "0.5.6"]
+    mirrored = [r.release for r in RELEASES if r.dsa_mirrored]
+    assert mirrored == ["0.5.4", "0.5.5", "0.5.6", "0.5.7", "0.5.8", "0.5.9", "0.5.10"]
+    assert [r.release for r in RELEASES if r.dsa_mirrored and r.dsa_dp_attention] == mirrored[:2]
     with pytest.raises(InputError) as info:
-        plan(release="0.5.8", memory_bytes=GiB)
-    assert "--sglang-version 0.5.6" in (info.value.hint or "")
+        plan(release="0.5.23", memory_bytes=GiB)
+    assert "--sglang-version 0.5.10" in (info.value.hint or "")

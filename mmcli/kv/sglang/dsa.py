@@ -14,13 +14,17 @@ releases and the facts, with file and line, are in docs/kv-share-engines.md.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mmcli.dtypes import KV_DTYPE_BYTES
 from mmcli.errors import InputError
 from mmcli.kv.model import ModelConfig, architecture
 from mmcli.kv.sglang.releases import SglangRules, newest_release
+from mmcli.kv.sglang.swa import SM100_GPUS
 from mmcli.kv.spec import MLAAttentionSpec
+
+if TYPE_CHECKING:
+    from mmcli.kv.sglang.pool import SglangOptions
 
 #: ``is_deepseek_nsa``: the first architecture is one of these and the config has
 #: ``index_topk`` (configs/model_config.py:52 in 0.5.4).
@@ -166,10 +170,15 @@ def nsa_notes(
     cell: NsaCell, rules: SglangRules, tokens: int, page_given: int | None, *, auto: bool
 ) -> list[str]:
     """What SGLang forces for an NSA model, and where its budget and allocation differ."""
+    attention = (
+        "turns DP attention on (dp_size = tp; off at tp 1)"
+        if rules.dsa_dp_attention
+        else "keeps attention tensor-parallel at --dp 1"
+    )
     notes = [
-        f"DeepSeek NSA: SGLang {rules.release} sets page size {cell.page} and turns DP "
-        "attention on (server_args); the MLA latent is whole on every rank, so the pool per "
-        "rank is the same",
+        f"DeepSeek NSA: SGLang {rules.release} sets page size {cell.page} and {attention} "
+        "(server_args, CUDA; ROCm's page 1 is not planned); the MLA latent is whole on every "
+        "rank, so the pool per rank is the same",
         f"budget cell ({cell.kv_lora_rank + cell.qk_rope_head_dim} × {cell.dtype_bytes} + "
         f"indexer {cell.index_bytes}) × {cell.layers} layers = {cell.budget_bytes_per_token:,} "
         "B per token",
@@ -178,6 +187,12 @@ def nsa_notes(
         notes.append(
             "--kv-dtype auto is taken as a Hopper GPU's bfloat16 (SGLang picks fp8_e4m3 on "
             "Blackwell: pass --kv-dtype fp8 there)"
+        )
+    if cell.fp8 and rules.dsa_fp8_trtllm_on_blackwell:
+        notes.append(
+            f"the fp8 row is that of a Hopper GPU's flashmla_kv backend: on Blackwell SGLang "
+            f"{rules.release} picks the trtllm NSA backends, whose row is the budget's "
+            f"{cell.kv_lora_rank + cell.qk_rope_head_dim} B (allocation = budget there)"
         )
     if page_given is not None and page_given != cell.page:
         notes.append(f"--page-size {page_given} is replaced by {cell.page} (server_args)")
@@ -200,16 +215,26 @@ def nsa_for_budget(
     config: ModelConfig,
     doc: dict[str, Any],
     rules: SglangRules,
-    kv_dtype: str,
-    memory_bytes: int | None,
+    options: SglangOptions,
 ) -> NsaCell:
-    """The NSA cell; a budget from --gpu is refused (DP attention, which SGLang turns on for
-    these models, adds a reserve to the default fraction and replicates attention weights)."""
-    nsa = nsa_cell(config, doc, rules, kv_dtype=kv_dtype)
-    if memory_bytes is None:
+    """The NSA cell; a budget from --gpu is refused where DP attention is on (SGLang sets
+    dp_size = tp in some releases, or --enable-dp-attention is given): each rank then loads
+    the whole attention weights, and a given --enable-dp-attention adds a reserve."""
+    nsa = nsa_cell(config, doc, rules, kv_dtype=options.kv_dtype)
+    forced = rules.dsa_dp_attention and options.tp > 1
+    if options.memory_bytes is None and (forced or options.enable_dp_attention):
+        why = "server_args sets dp_size = tp" if forced else "--enable-dp-attention is given"
         raise InputError(
-            f"SGLang {rules.release}: a DeepSeek NSA model's budget from --gpu is not mirrored "
-            "(the DP attention SGLang turns on reserves more and replicates attention weights)",
+            f"SGLang {rules.release}: a DeepSeek NSA model's budget from --gpu with DP "
+            f"attention ({why}) is not mirrored (each rank loads the whole attention weights; "
+            "a DP attention given adds its own reserve to the default fraction)",
             hint="pass --memory (profile_max_num_token's rest_memory)",
+        )
+    sm100 = any((options.gpu_name or "").startswith(g) for g in SM100_GPUS)
+    if options.memory_bytes is None and sm100 and options.kv_dtype == "auto":
+        raise InputError(
+            f"SGLang {rules.release}: --kv-dtype auto on {options.gpu_name} (SM100): SGLang "
+            "picks fp8_e4m3 for a DeepSeek NSA model there, which auto does not mirror",
+            hint="pass --kv-dtype fp8",
         )
     return nsa

@@ -80,8 +80,8 @@ _PROFILED = replace(
     small_gpu_graph_bs=24,
     speculative_state_in_slots=False,
 )
-#: 0.5.7 on: the NSA pool is not mirrored (see ``dsa_mirrored``).
-_NO_DSA = replace(_PROFILED, dsa_mirrored=False)
+#: 0.5.6 on: no DP attention for an NSA model at --dp 1 (see ``dsa_dp_attention``).
+_TP_ATTN = replace(_PROFILED, dsa_dp_attention=False)
 _MIMO_V2 = ("MiMoV2FlashForCausalLM", "MiMoV2MTP")
 _STEP3P5 = ("Step3p5ForCausalLM", "Step3p5MTP")
 #: 0.5.8 / 0.5.9 server_args turn the pool off for Gemma 2/3/3n and Olmo 2 (not on the list
@@ -90,11 +90,12 @@ _SWA_OFF_058 = (*_GEMMA_OFF, "Olmo2ForCausalLM")
 #: server_args.py ``_handle_gpu_memory_settings`` is the same in 0.5.10 – 0.5.12; 0.5.13 also
 #: clamps the piecewise graphs to --context-length, which is None unless given (a plan never
 #: gives it), and no longer lets the MoE runner turn the piecewise graphs off.
-_PCG_ROWS: tuple[tuple[str, bool], ...] = (
-    ("0.5.10", True),
-    ("0.5.11", True),
-    ("0.5.12", True),
-    ("0.5.13", False),
+#: The third item: whether the NSA pool is mirrored (0.5.10 only; ``dsa_mirrored``).
+_PCG_ROWS: tuple[tuple[str, bool, bool], ...] = (
+    ("0.5.10", True, True),
+    ("0.5.11", True, False),
+    ("0.5.12", True, False),
+    ("0.5.13", False, False),
 )
 _LLAMA4_GPT_OSS = ("Llama4ForConditionalGeneration", "GptOssForCausalLM")
 #: ``is_hybrid_swa_model``'s list (configs/model_config.py): 0.5.10 :1438 is 0.5.9's; 0.5.11
@@ -119,14 +120,16 @@ RELEASES = (
             hybrid_rule="ratio",
             hybrid_models=_HYBRID_054,
             speculative_state_in_slots=True,
+            dsa_dp_attention=dp_size_set,
         )
-        for name in ("0.5.5", "0.5.6")
+        #: 0.5.6 no longer sets dp_size = tp for an NSA model (``dsa_dp_attention``).
+        for name, dp_size_set in (("0.5.5", True), ("0.5.6", False))
     ),
     #: 0.5.7: the state pool of model_runner_kv_cache_mixin.py:145 (the speculative states
     #: reserved apart, :165), the radix cache kept for Falcon-H1 and Nemotron-H (server_args.py
     #: :1330, :1444 turn it off only for trtllm_mha on SM100), requests capped at slots // 5.
     replace(
-        _NO_DSA,
+        _TP_ATTN,
         release="0.5.7",
         v_head_dim_in_cell=True,
         swa_pool_unmirrored_for=_MIMO_V2,
@@ -140,7 +143,7 @@ RELEASES = (
     #: size and, for MiMo-V2-Flash, its sliding layers again (model_runner_kv_cache_mixin.py:99,
     #: fixed by sgl-project/sglang#18039); the split is :206 ``set_num_tokens_hybrid_swa``.
     replace(
-        _NO_DSA,
+        _TP_ATTN,
         release="0.5.8",
         v_head_dim_in_cell=True,
         swa_disabled_for=_SWA_OFF_058,
@@ -151,7 +154,7 @@ RELEASES = (
     #: 0.5.9: model_config.py:1320 adds Step-3.5; the cell sums full and sliding layers
     #: (mixin :82), the split by bytes (:251).
     replace(
-        _NO_DSA,
+        _TP_ATTN,
         release="0.5.9",
         v_head_dim_in_cell=True,
         swa_disabled_for=_SWA_OFF_058,
@@ -168,7 +171,7 @@ RELEASES = (
     #: from the capacity (:840); its default fraction reserves piecewise CUDA graphs.
     *(
         replace(
-            _NO_DSA,
+            _TP_ATTN,
             release=name,
             fraction_rule="reserve-pcg",
             moe_runner_disables_prefill_graphs=moe_off,
@@ -182,11 +185,13 @@ RELEASES = (
             #: HybridSWAPoolConfigurator (pool_configurator.py:184, 0.5.12 / 0.5.13 the same).
             swa_split="capacity" if name == "0.5.10" else "budget",
             gpt_oss_sm100_swa_off=False,
+            dsa_mirrored=dsa,
+            dsa_fp8_trtllm_on_blackwell=dsa,
         )
         #: 0.5.11 – 0.5.13 move the sizing into DefaultPoolConfigurator
         #: (model_executor/pool_configurator.py: ``available_bytes // cell_size``, floored to
         #: the page, capped and floored again) with the same budget and request pool.
-        for name, moe_off in _PCG_ROWS
+        for name, moe_off, dsa in _PCG_ROWS
     ),
 )
 #: 0.5.14 on: the same cell, budget and page floor, but a --max-running-requests is capped at
@@ -202,7 +207,7 @@ _CONFIGURATOR = replace(
     user_requests_capped_by_capacity=True,
     weights_overflow_error=True,
     sliding_mirrored=False,
-    swa_disabled_for=_NO_DSA.swa_disabled_for,
+    swa_disabled_for=_PROFILED.swa_disabled_for,
     swa_pool_unmirrored_for=(),
     hybrid_swa_archs=(),
     swa_split="none",
@@ -271,16 +276,15 @@ RELEASES = (
 #: model_executor/model_runner.py:1612, 0.5.9 :1672, 0.5.13 :2247, 0.5.14 :2340, 0.5.15 :2449,
 #: 0.5.16 / 0.5.17 mem_cache/kv_cache_dtype.py:34, 0.5.18 :39, 0.5.23 :51): not mirrored, refused.
 _QUANT_FROM = [r.release for r in RELEASES].index("0.5.3")
-RELEASES = tuple(replace(r, kv_quant_algo_refused=i >= _QUANT_FROM) for i, r in enumerate(RELEASES))
 #: 0.5.13 on: the KV line names the dtype (memory_pool.py:819 in 0.5.13, :1023 in 0.5.14,
 #: :1616 in 0.5.16, :1670 in 0.5.17, :2089 in 0.5.23); 0.5.4 – 0.5.12 print "KV Cache is
 #: allocated. #tokens: …" (memory_pool.py:453 in 0.5.4, :744 in 0.5.12).
 _DTYPE_LINE_FROM = [r.release for r in RELEASES].index("0.5.13")
 RELEASES = tuple(
-    replace(r, kv_line_names_dtype=i >= _DTYPE_LINE_FROM) for i, r in enumerate(RELEASES)
+    replace(r, kv_quant_algo_refused=i >= _QUANT_FROM, kv_line_names_dtype=i >= _DTYPE_LINE_FROM)
+    for i, r in enumerate(RELEASES)
 )
-#: The newest release mirrored on both budget paths (--memory, and --gpu with its default
-#: fraction): the last row whose fraction_rule is not "unread".
+#: The newest release mirrored on both budget paths: its fraction_rule is not "unread".
 DEFAULT_RELEASE = next(r.release for r in reversed(RELEASES) if r.fraction_rule != "unread")
 _BY_NAME = {r.release: r for r in RELEASES}
 #: Short spellings of a read release (``0.4.6`` is the 0.4.6.post5 wheel that was read), and
@@ -318,8 +322,7 @@ def sglang_rules(release: str | None) -> SglangRules:
 
 
 def newest_release(test: Callable[[SglangRules], bool]) -> str:
-    """The newest release read whose rules pass ``test`` (for hints: "pass --sglang-version
-    ...", formatted from the rows)."""
+    """The newest release read whose rules pass ``test`` (for hints, formatted from rows)."""
     return next(r.release for r in reversed(RELEASES) if test(r))
 
 

@@ -131,12 +131,29 @@ class SglangRules:
     #: off (0.5.8 / 0.5.9 server_args.py; 0.5.10 on keep it).
     gpt_oss_sm100_swa_off: bool = True
     #: Whether a DeepSeek sparse attention (NSA) model's pool is mirrored (mmcli.kv.sglang.dsa):
-    #: 0.5.4 – 0.5.6 budget the latent at the KV dtype's size plus the indexer
-    #: (model_runner.py ``profile_max_num_token``: 0.5.4 :1406, 0.5.5 / 0.5.6 the same block)
-    #: and allocate the fp8 row of 656 B (0.5.4 memory_pool.py:1249; 0.5.5 :1587 and 0.5.6
-    #: :1748 ``override_dim``); 0.5.7 on (the mixin; 0.5.9's ``calculate_mla_kv_cache_dim``
-    #: picks the row by attention backend) were not read for it and refuse.
+    #: 0.5.4 – 0.5.10 budget the latent at the KV dtype's size plus the indexer
+    #: (``profile_max_num_token``: 0.5.4 model_runner.py:1406, the same block in 0.5.5 / 0.5.6;
+    #: 0.5.7 – 0.5.10 model_runner_kv_cache_mixin.py ``get_cell_size_per_token``, :73 / :71 /
+    #: :71 / :99) and allocate the fp8 row of 656 B (0.5.4 memory_pool.py:1249; 0.5.5 :1587,
+    #: 0.5.6 :1748, 0.5.7 :1839, 0.5.8 :1702 ``override_dim``; 0.5.9 / 0.5.10 the mixin's
+    #: ``calculate_mla_kv_cache_dim``, :212 / :240, for every backend but trtllm and ROCm's
+    #: tilelang); 0.5.11 on (pool_configurator, HiSparse, the split DSA cache) refuse.
     dsa_mirrored: bool = False
     #: The page size server_args forces for an NSA model on CUDA (0.5.4 server_args.py:1023,
-    #: 0.5.5 :1075, 0.5.6 :973).
+    #: 0.5.5 :1075, 0.5.6 :973, 0.5.7 :1058, 0.5.8 :1158, 0.5.9 :1258, 0.5.10 :1583; from 0.5.8
+    #: ROCm gets page 1, not mirrored: the plan is for CUDA).
     dsa_page_size: int = 64
+    #: Whether server_args turns DP attention on for an NSA model on CUDA with dp_size = tp
+    #: (0.5.4 server_args.py:1020, 0.5.5 :1072; at tp 1 ``_handle_data_parallelism`` turns it
+    #: off again, 0.5.4 :1166). 0.5.6 / 0.5.7 set enable_dp_attention but leave dp_size, so at
+    #: --dp 1 it is turned off (0.5.6 :951 / :1492, 0.5.7 :1035 / :1802); from 0.5.8 it is set
+    #: only with --enable-nsa-prefill-context-parallel (0.5.8 :1122 / :1131). Every release
+    #: computes the default fraction before (``__post_init__``: 0.5.4 :544 before :551, 0.5.9
+    #: :733 before :736), so DP attention forced there adds no reserve to it; but each rank
+    #: then loads the whole attention weights, which a --gpu budget does not mirror.
+    dsa_dp_attention: bool = True
+    #: Whether an fp8_e4m3 cache on Blackwell (SM100 on) defaults to the trtllm NSA backends,
+    #: whose latent row is the budget's ``kv_lora_rank + qk_rope_head_dim`` fp8 bytes (0.5.10
+    #: server_args.py:1465 – :1467; mixin :255 ``calculate_mla_kv_cache_dim``); before,
+    #: fp8 takes flashmla_auto / flashmla_kv and the 656-B row on every GPU (0.5.9 :1161).
+    dsa_fp8_trtllm_on_blackwell: bool = False

@@ -27,7 +27,7 @@ _GIB = 2**30
 SWA_FULL_TOKENS_RATIO = 0.8
 #: GPUs SGLang sees as SM100, where GPT-OSS's default attention backend is trtllm_mha, which
 #: turns the hybrid pool off (0.5.8 server_args.py:1257 – :1282, 0.5.9 :1333 – :1358).
-_SM100_GPUS = ("B200", "GB200", "B300", "GB300")
+SM100_GPUS = ("B200", "GB200", "B300", "GB300")
 #: Per-layer SWA geometry keys SGLang reads (model_config.py ``swa_head_dim``, ``swa_v_head_dim``,
 #: ``get_swa_num_kv_heads``): a config that sets them is not mirrored.
 _SWA_GEOMETRY_KEYS = ("swa_head_dim", "swa_v_head_dim", "swa_num_key_value_heads")
@@ -139,7 +139,7 @@ def _gpt_oss_backend(layout: SwaLayout, gpu_name: str) -> tuple[SwaLayout | None
     """GPT-OSS's pool depends on the attention backend SGLang picks for the GPU (up to 0.5.9:
     trtllm_mha, SM100's default, turns it off)."""
     name = gpu_name.upper()
-    if any(name.startswith(g) for g in _SM100_GPUS):
+    if any(name.startswith(g) for g in SM100_GPUS):
         return None, (
             f"on {gpu_name} (SM100) SGLang picks the trtllm_mha attention backend for GPT-OSS, "
             "which turns the hybrid SWA pool off (server_args): every layer keeps every token"
