@@ -167,7 +167,6 @@ def test_version_help_is_formatted_from_the_rows() -> None:
     assert f"default {DEFAULT_RELEASE};" in text
     assert not [r.release for r in RELEASES_READ if r.fraction_rule == "unread"]
     assert "needs --mem-fraction-static" not in text
-    assert "sliding-window models: 0.5.9 or older" in text
 
 
 def test_0_5_13_clamps_the_piecewise_graphs_to_an_explicit_context_length() -> None:
