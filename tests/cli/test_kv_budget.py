@@ -33,10 +33,13 @@ def test_gpu_estimate_terms_and_the_plan_use_them() -> None:
     doc = estimate("--vllm-version", "0.33")
     est = doc["memory_estimate"]
     # 79.11 GiB as CUDA reports an H100 × 0.92 (0.20-0.33's default gpu_memory_utilization,
-    # vllm/config/cache.py) − 28 GiB of weights − the 2 GiB reserve.
+    # vllm/config/cache.py) − 28 GiB of weights − the named components held back (the sample
+    # leaves intermediate_size and vocab_size to Qwen3Config's defaults, which fill them).
     usable = int(est["gpu_total_bytes"] * 0.92)
     assert est["usable_bytes"] == usable
-    assert est["kv_cache_bytes"] == usable - 28 * GiB - 2 * GiB
+    held = sum(c["bytes"] for c in est["components"])
+    assert est["reserve_bytes"] == held > 0
+    assert est["kv_cache_bytes"] == usable - 28 * GiB - held
     assert "margin_cut_bytes" not in est
     side = doc["engine_side"]
     # Blocks of 16 tokens: 40 layers × 65,536 B a block (0.29+: one null block held back).
@@ -47,19 +50,22 @@ def test_034_sizes_an_extensible_cache_below_a_margin() -> None:
     # vLLM 0.34: gpu_memory_utilization defaults to 1.0 under the extensible KV cache
     # (CacheConfig.resolved_gpu_memory_utilization), which keeps a margin of
     # max(1 GiB, 0.75 × the transient peak) below the device headroom
-    # (v1/worker/extensible_kv_cache.py measure_kv_cache_bytes); the reserve stands for the
-    # peak: max(1 GiB, 1.5 GiB) = 1.5 GiB. Blocks of 64 tokens (DEFAULT_BLOCK_SIZE).
+    # (v1/worker/extensible_kv_cache.py measure_kv_cache_bytes); the activation peak stands
+    # for the transient peak. Blocks of 64 tokens (DEFAULT_BLOCK_SIZE).
     doc = estimate()
     est = doc["memory_estimate"]
     total = est["gpu_total_bytes"]
     assert est["gpu_memory_utilization"] == 1.0 and est["usable_bytes"] == total
-    assert est["extensible_kv_cache_margin_bytes"] == est["margin_cut_bytes"] == 3 * GiB // 2
-    assert est["kv_cache_bytes"] == total - 3 * GiB // 2 - 28 * GiB - 2 * GiB
+    peak = next(c["bytes"] for c in est["components"] if c["name"] == "activation peak")
+    margin = max(GiB, int(peak * 0.75))
+    assert est["extensible_kv_cache_margin_bytes"] == est["margin_cut_bytes"] == margin
+    held = est["reserve_bytes"]
+    assert est["kv_cache_bytes"] == total - margin - 28 * GiB - held
     assert doc["memory"]["block_size"] == 64
     # A utilization that leaves the margin free loses nothing to it.
     low = estimate("--gpu-memory-utilization", "0.9")["memory_estimate"]
     assert low["margin_cut_bytes"] == 0
-    assert low["kv_cache_bytes"] == int(total * 0.9) - 28 * GiB - 2 * GiB
+    assert low["kv_cache_bytes"] == int(total * 0.9) - 28 * GiB - held
 
 
 @pytest.mark.parametrize(("release", "default"), [("0.19", 0.9), ("0.20", 0.92), ("0.34", 1.0)])

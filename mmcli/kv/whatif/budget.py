@@ -56,8 +56,9 @@ def gpu_budget(
     rules = rules_for(vllm_version)
     share = rules.default_gpu_memory_utilization if utilization is None else utilization
     args = (share, reserve, tensor_parallel_size, pipeline_parallel_size)
-    parts, notes, transient = _components(gpu, reserve, tensor_parallel_size, rules, profile)
+    # The flat estimate first: it checks the sizes the components divide by.
     est = estimate(gpu, figure, *args, extensible=rules.extensible_kv_cache)
+    parts, notes, transient = _components(gpu, reserve, tensor_parallel_size, rules, profile)
     if parts or notes:
         from mmcli.kv.whatif.gpus import estimate_kv_budget
 
