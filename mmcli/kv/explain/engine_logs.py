@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field
 
 from mmcli.kv.sglang.log_releases import ARGS_FIRST_IN
-from mmcli.kv.sglang.releases import state_line_release
+from mmcli.kv.sglang.state_wording import state_line_release
 
 #: Longer lines are skipped (a server_args line is a few KiB; nothing needs more).
 MAX_LINE = 65_536

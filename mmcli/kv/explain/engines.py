@@ -27,7 +27,7 @@ from mmcli.kv.explain.sglang_swa import explain_swa
 from mmcli.kv.model import ModelConfig
 from mmcli.kv.sglang import SglangOptions
 from mmcli.kv.sglang.geometry import hybrid_cell
-from mmcli.kv.sglang.releases import STATE_LINE_WORDING, state_line_release
+from mmcli.kv.sglang.state_wording import STATE_LINE_WORDING, state_line_release
 from mmcli.kv.state import MambaSpec
 from mmcli.kv.trtllm import TrtllmOptions, plan_trtllm, trtllm_rules
 from mmcli.kv.trtllm.pool import bytes_per_token

@@ -18,7 +18,8 @@ from mmcli.kv.model import ModelConfig, architecture
 from mmcli.kv.sglang import SglangOptions, plan_sglang, sglang_rules
 from mmcli.kv.sglang.geometry import Cell
 from mmcli.kv.sglang.hybrid import MAMBA_FULL_MEMORY_RATIO, HybridState
-from mmcli.kv.sglang.releases import RELEASES, SglangRules, state_line_release
+from mmcli.kv.sglang.releases import RELEASES, SglangRules
+from mmcli.kv.sglang.state_wording import state_line_release
 
 
 def hybrid_rules(doc: dict[str, Any], log: SglangLog) -> SglangRules:

@@ -150,6 +150,15 @@ RELEASES = (
         swa_pool_unmirrored_for=_MIMO_V2,
         hybrid_swa_archs=("Llama4ForConditionalGeneration", "GptOssForCausalLM", *_MIMO_V2),
         swa_split="layers",
+        #: The 0.5.7 state pool, the speculative reserve moved before the radix-cache branch
+        #: (model_runner_kv_cache_mixin.py:151); the overlap's extra slots only with
+        #: extra_buffer (:270), so requests are capped at slots // 3 again; Nemotron-H with
+        #: speculative decoding turns the radix cache off (server_args.py:1438).
+        hybrid_rule="ratio",
+        hybrid_models=_HYBRID_054,
+        speculative_states_reserved=True,
+        mamba2_radix_cache=True,
+        speculative_mamba2_radix_off=True,
     ),
     #: 0.5.9: model_config.py:1320 adds Step-3.5; the cell sums full and sliding layers
     #: (mixin :82), the split by bytes (:251).
@@ -345,40 +354,6 @@ ARGS_FIRST_IN: dict[str, str] = {
     "dwdp_size": "0.5.17",
     "c128_page_size": "0.5.18",
     "dsv4_prefill_backend": "0.5.19",
-}
-
-
-def state_line_release(names_slots: bool) -> str:
-    """The release a hybrid log's ``Mamba Cache is allocated`` line is worded as: the first
-    with a state-pool share (0.5.4, which names max_mamba_cache_size) or the first with a
-    fixed pool (0.5.3, which names no slot count)."""
-    rule = "ratio" if names_slots else "fixed"
-    return next(r.release for r in RELEASES if r.hybrid_rule == rule)
-
-
-_SLOTS, _NO_SLOTS = state_line_release(True), state_line_release(False)
-_NEWEST_RATIO = newest_release(lambda r: r.hybrid_rule == "ratio")
-_RATIO_ROWS = [i for i, r in enumerate(RELEASES) if r.hybrid_rule == "ratio"]
-#: The releases that size the state pool as the first ratio release does.
-_SAME_SIZE = " – ".join(
-    RELEASES[i].release
-    for i in (_RATIO_ROWS[0], max(i for i in _RATIO_ROWS if not RELEASES[i].mamba2_radix_cache))
-)
-#: What each release's ``Mamba Cache is allocated`` line says (memory_pool.py of its wheel).
-STATE_LINE_WORDING = {
-    _SLOTS: (
-        f"the Mamba Cache line names max_mamba_cache_size: SGLang {_SLOTS}'s wording "
-        f"(memory_pool.py:222); {_NO_SLOTS}'s names no slot count (:177), older releases have "
-        f"no state pool; {_SLOTS} – {_NEWEST_RATIO} word it alike ({_SAME_SIZE} size it "
-        f"alike; {_NEWEST_RATIO} caps the requests at slots // "
-        f"{RELEASES[_RATIO_ROWS[-1]].mamba_slots_per_request}, so its log is checked against "
-        f"{_SLOTS}'s sizes), the state pools of later releases are not mirrored"
-    ),
-    _NO_SLOTS: (
-        f"the Mamba Cache line names no max_mamba_cache_size: SGLang {_NO_SLOTS}'s wording "
-        f"(memory_pool.py:177; {_SLOTS}'s names it, :222); its sizes are checked at the planned "
-        f"slots + 1 ({_NO_SLOTS}'s state pool is the request pool, model_runner.py:1442)"
-    ),
 }
 
 

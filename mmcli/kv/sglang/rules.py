@@ -120,6 +120,9 @@ class SglangRules:
     #: ``MAMBA_CACHE_V2_ADDITIONAL_RATIO_OVERLAP`` 2 with the default no_buffer strategy
     #: (model_runner_kv_cache_mixin.py:39, :290 – :301; server_args.py:766).
     mamba_slots_per_request: int = 3
+    #: Whether speculative decoding turns the radix cache off for Nemotron-H (0.5.8
+    #: server_args.py:1438): its fixed slots under a speculative run are not mirrored (refused).
+    speculative_mamba2_radix_off: bool = False
     #: Whether an explicit --context-length (mmcli's --max-model-len) caps the piecewise
     #: graphs' token counts (0.5.13 server_args.py:1579).
     prefill_graphs_clamped_to_context: bool = False

@@ -103,6 +103,13 @@ def checked_speculative(
             hint=f"plan without --speculative-num-steps, or a hybrid model with --sglang-version "
             f"{newest}",
         )
+    if rules.speculative_mamba2_radix_off and state.architecture == "NemotronHForCausalLM":
+        raise InputError(
+            f"SGLang {rules.release}: speculative decoding turns the radix cache off for "
+            "NemotronHForCausalLM (server_args.py), and its state slots then are not mirrored",
+            hint="plan Nemotron-H without --speculative-num-steps, or with an earlier "
+            "--sglang-version",
+        )
     return spec
 
 
