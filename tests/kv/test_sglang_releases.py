@@ -108,11 +108,11 @@ def test_small_gpu_tier_graph_batch_changed_in_0_5_5() -> None:
 
 
 def test_sliding_layers_are_refused_after_0_5_4(tmp_path: Path) -> None:
-    # 0.5.10 srt/configs/model_config.py is_hybrid_swa_model: the hybrid SWA pool of 0.5.10+
-    # (_resolve_hybrid_swa_tokens) is not mirrored, so a model with sliding layers stops.
+    # 0.5.16 sizes the hybrid SWA pool in mem_cache/kv_cache_configurator.py, not mirrored, so
+    # a model with sliding layers stops there (0.5.8 – 0.5.15: test_sglang_swa_pool*.py).
     path = write(tmp_path, gemma(12, architectures=["Gemma3ForCausalLM"]))
-    with pytest.raises(InputError, match="SGLang 0.5.10: its hybrid SWA pool"):
-        plan(path, release="0.5.10", memory_bytes=GiB)
+    with pytest.raises(InputError, match="SGLang 0.5.16: its hybrid SWA pool"):
+        plan(path, release="0.5.16", memory_bytes=GiB)
     assert plan(path, release="0.5.4", memory_bytes=GiB).refusal is None
 
 
