@@ -159,7 +159,8 @@ def test_moe_on_a_160_gib_gpu_is_planned_from_0_5_13() -> None:
 
 def test_version_help_is_formatted_from_the_rows() -> None:
     # The --sglang-version help names the oldest and newest rows, the default, and the newest
-    # with sliding layers mirrored (0.5.7; 0.5.8 puts GPT-OSS on is_hybrid_swa_model). Every
+    # with sliding layers mirrored (0.5.15; 0.5.16 moves the pool sizing to
+    # mem_cache/kv_cache_configurator.py, not mirrored). Every
     # row's default fraction is mirrored (0.5.18 – 0.5.23: test_sglang_fraction_0518.py), so
     # it names no release that needs --mem-fraction-static.
     text = sglang_version_help()

@@ -108,8 +108,8 @@ def test_gemma4_before_the_list_keeps_the_geometry_refusal() -> None:
         plan(GEMMA4[1], release="0.5.10", memory_bytes=GiB)
 
 
-def test_sliding_models_from_0514_stay_refused_naming_0513() -> None:
+def test_sliding_models_from_0516_stay_refused_naming_0515() -> None:
     with pytest.raises(InputError) as info:
-        plan(GPT_OSS_20B, release="0.5.14", memory_bytes=GiB)
-    assert "0.5.14" in str(info.value)
-    assert "--sglang-version 0.5.13" in (info.value.hint or "")
+        plan(GPT_OSS_20B, release="0.5.16", memory_bytes=GiB)
+    assert "0.5.16" in str(info.value)
+    assert "--sglang-version 0.5.15" in (info.value.hint or "")

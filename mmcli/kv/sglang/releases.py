@@ -13,6 +13,7 @@ from dataclasses import replace
 
 from mmcli.errors import InputError
 from mmcli.kv.sglang.rules import FractionRule, HybridRule, SglangRules, SwaSplit
+from mmcli.kv.sglang.swa_lists import LLAMA4_GPT_OSS, MIMO_V2, STEP3P5, with_swa
 
 __all__ = ["FractionRule", "HybridRule", "SglangRules", "SwaSplit"]
 
@@ -97,20 +98,16 @@ _PCG_ROWS: tuple[tuple[str, bool, bool], ...] = (
     ("0.5.12", True, False),
     ("0.5.13", False, False),
 )
-_LLAMA4_GPT_OSS = ("Llama4ForConditionalGeneration", "GptOssForCausalLM")
-#: ``is_hybrid_swa_model``'s list (configs/model_config.py): 0.5.10 :1438 is 0.5.9's; 0.5.11
-#: :1546 adds MiMoV2ForCausalLM and Gemma 4; 0.5.12 :1663 DeepSeek-V4 and Laguna; 0.5.13 :1685
-#: Step-3.7 and Gemma4Unified. Only GPT-OSS and Llama 4 have their pools mirrored.
-_SWA_ADDED: dict[str, tuple[str, ...]] = {
-    "0.5.10": (*_MIMO_V2, *_STEP3P5),
+_ADDED: dict[str, tuple[str, ...]] = {  # is_hybrid_swa_model additions: see swa_lists.py
+    "0.5.10": (*MIMO_V2, *STEP3P5),
     "0.5.11": ("MiMoV2ForCausalLM", "Gemma4ForCausalLM", "Gemma4ForConditionalGeneration"),
     "0.5.12": ("DeepseekV4ForCausalLM", "DeepseekV4ForCausalLMNextN", "LagunaForCausalLM"),
     "0.5.13": ("Step3p7ForConditionalGeneration", "Gemma4UnifiedForConditionalGeneration"),
+    "0.5.14": (),
+    "0.5.15": ("UnlimitedOCRForCausalLM",),
 }
-_SWA_LISTS = {
-    name: tuple(a for n in list(_SWA_ADDED)[: i + 1] for a in _SWA_ADDED[n])
-    for i, name in enumerate(_SWA_ADDED)
-}
+_KEYS = list(_ADDED)
+UNMIRRORED = {n: tuple(a for m in _KEYS[: i + 1] for a in _ADDED[m]) for i, n in enumerate(_KEYS)}
 RELEASES = (
     *RELEASES,
     *(
@@ -132,7 +129,7 @@ RELEASES = (
         _TP_ATTN,
         release="0.5.7",
         v_head_dim_in_cell=True,
-        swa_pool_unmirrored_for=_MIMO_V2,
+        swa_pool_unmirrored_for=MIMO_V2,
         hybrid_rule="ratio",
         hybrid_models=_HYBRID_054,
         speculative_states_reserved=True,
@@ -147,8 +144,8 @@ RELEASES = (
         release="0.5.8",
         v_head_dim_in_cell=True,
         swa_disabled_for=_SWA_OFF_058,
-        swa_pool_unmirrored_for=_MIMO_V2,
-        hybrid_swa_archs=("Llama4ForConditionalGeneration", "GptOssForCausalLM", *_MIMO_V2),
+        swa_pool_unmirrored_for=MIMO_V2,
+        hybrid_swa_archs=("Llama4ForConditionalGeneration", "GptOssForCausalLM", *MIMO_V2),
         swa_split="layers",
         #: The 0.5.7 state pool, the speculative reserve moved before the radix-cache branch
         #: (model_runner_kv_cache_mixin.py:151); the overlap's extra slots only with
@@ -167,12 +164,12 @@ RELEASES = (
         release="0.5.9",
         v_head_dim_in_cell=True,
         swa_disabled_for=_SWA_OFF_058,
-        swa_pool_unmirrored_for=(*_MIMO_V2, *_STEP3P5),
+        swa_pool_unmirrored_for=(*MIMO_V2, *STEP3P5),
         hybrid_swa_archs=(
             "Llama4ForConditionalGeneration",
             "GptOssForCausalLM",
-            *_MIMO_V2,
-            *_STEP3P5,
+            *MIMO_V2,
+            *STEP3P5,
         ),
         swa_split="bytes",
     ),
@@ -188,14 +185,15 @@ RELEASES = (
             v_head_dim_in_cell=True,
             requests_from_capacity=True,
             swa_disabled_for=_SWA_OFF_058,
-            swa_pool_unmirrored_for=_SWA_LISTS[name],
-            hybrid_swa_archs=(*_LLAMA4_GPT_OSS, *_SWA_LISTS[name]),
+            swa_pool_unmirrored_for=UNMIRRORED[name],
+            hybrid_swa_archs=(*LLAMA4_GPT_OSS, *UNMIRRORED[name]),
             #: 0.5.10 mixin :287 ``_resolve_hybrid_swa_tokens``; 0.5.11 on
             #: HybridSWAPoolConfigurator (pool_configurator.py:184, 0.5.12 / 0.5.13 the same).
             swa_split="capacity" if name == "0.5.10" else "budget",
             gpt_oss_sm100_swa_off=False,
             dsa_mirrored=dsa,
             dsa_fp8_trtllm_on_blackwell=dsa,
+            swa_config_opt_in=name == "0.5.13",
         )
         #: 0.5.11 – 0.5.13 move the sizing into DefaultPoolConfigurator
         #: (model_executor/pool_configurator.py: ``available_bytes // cell_size``, floored to
@@ -222,6 +220,8 @@ _CONFIGURATOR = replace(
     swa_split="none",
     gpt_oss_sm100_swa_off=True,
 )
+
+
 #: server_args.py ``_handle_gpu_memory_settings``: 0.5.14 :3122 (prefill phase of
 #: cuda_graph_config, compatibility rules :2997 – :3057 for tc_piecewise, the default backend of
 #: model_executor/cuda_graph_config.py:91); 0.5.15 :3469 (prefill backend "breakable" on CUDA,
@@ -257,11 +257,15 @@ _CLAMPED_TO_CONTEXT = (14, 15, 16)
 RELEASES = (
     *RELEASES,
     *(
-        replace(
-            _CONFIGURATOR,
-            release=f"0.5.{n}",
-            fraction_rule=_GRAPH_RULES[n],
-            prefill_graphs_clamped_to_context=n in _CLAMPED_TO_CONTEXT,
+        with_swa(
+            replace(
+                _CONFIGURATOR,
+                release=f"0.5.{n}",
+                fraction_rule=_GRAPH_RULES[n],
+                prefill_graphs_clamped_to_context=n in _CLAMPED_TO_CONTEXT,
+            ),
+            _SWA_OFF_058,
+            UNMIRRORED,
         )
         for n in range(14, 18)
     ),

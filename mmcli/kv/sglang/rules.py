@@ -133,6 +133,9 @@ class SglangRules:
     #: Whether GPT-OSS's default attention backend on SM100 (trtllm_mha) turns the hybrid pool
     #: off (0.5.8 / 0.5.9 server_args.py; 0.5.10 on keep it).
     gpt_oss_sm100_swa_off: bool = True
+    #: Whether a config's ``is_hybrid_swa: true`` puts any architecture on the list (0.5.13
+    #: configs/model_config.py:1703, 0.5.14 :1873): such a config is refused (not mirrored).
+    swa_config_opt_in: bool = False
     #: Whether a DeepSeek sparse attention (NSA) model's pool is mirrored (mmcli.kv.sglang.dsa):
     #: 0.5.4 – 0.5.10 budget the latent at the KV dtype's size plus the indexer
     #: (``profile_max_num_token``: 0.5.4 model_runner.py:1406, the same block in 0.5.5 / 0.5.6;

@@ -105,10 +105,16 @@ def swa_layout(
     """The hybrid pool's layout when ``rules`` gives this model one, and a note when the pool
     depends on the GPU (None, None: every layer keeps every token)."""
     arch = architecture(doc)
-    if arch not in rules.hybrid_swa_archs:
-        return None, None
     nested = doc.get("text_config")
     text: dict[str, Any] = nested if isinstance(nested, dict) else doc
+    if arch not in rules.hybrid_swa_archs:
+        if rules.swa_config_opt_in and text.get("is_hybrid_swa"):
+            raise InputError(
+                f"SGLang {rules.release}: the config's is_hybrid_swa puts {arch} on "
+                "is_hybrid_swa_model's list; its pools are not mirrored",
+                hint="plan it for vLLM (--engine vllm)",
+            )
+        return None, None
     if any(key in text for key in _SWA_GEOMETRY_KEYS):
         raise InputError(
             f"SGLang {rules.release}: a separate sliding-layer geometry (swa_head_dim / "

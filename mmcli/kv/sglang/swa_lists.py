@@ -1,0 +1,47 @@
+"""``is_hybrid_swa_model``'s allow-list (configs/model_config.py) release by release: the
+architectures SGLang gives the hybrid sliding-window pool. Only GPT-OSS's and Llama 4's pools
+are mirrored (mmcli/kv/sglang/swa.py); the others on a release's list are refused by name.
+
+0.5.8 :1220 GPT-OSS, Llama 4, MiMo-V2-Flash / MTP; 0.5.9 :1320 adds Step-3.5; 0.5.10 :1438 is
+0.5.9's; 0.5.11 :1546 adds MiMoV2ForCausalLM and Gemma 4; 0.5.12 :1663 DeepSeek-V4 and Laguna;
+0.5.13 :1685 Step-3.7 and Gemma4Unified (and a config's ``is_hybrid_swa`` opt-in, :1703);
+0.5.14 :1842 the same list (Laguna only with a sliding_window); 0.5.15 :1833 adds
+UnlimitedOCRForCausalLM. Read but not mirrored (their rows refuse sliding models): 0.5.16 :1903
+adds DeepseekV4ForCausalLMDSpark, Mellum and Inkling; 0.5.18 :2050 MuseGlimmer; 0.5.19 :2115
+takes GPT-OSS through SWA_SINK_ARCHS (with GraniteSWA / GraniteMoeSWA).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from mmcli.kv.sglang.rules import SglangRules
+
+MIMO_V2 = ("MiMoV2FlashForCausalLM", "MiMoV2MTP")
+STEP3P5 = ("Step3p5ForCausalLM", "Step3p5MTP")
+LLAMA4_GPT_OSS = ("Llama4ForConditionalGeneration", "GptOssForCausalLM")
+
+
+def with_swa(
+    row: SglangRules, off: tuple[str, ...], lists: dict[str, tuple[str, ...]]
+) -> SglangRules:
+    """0.5.14 / 0.5.15 keep 0.5.13's hybrid SWA pool: HybridSWAPoolConfigurator's budget solve
+    (model_executor/pool_configurator.py:236 in 0.5.14, :284 in 0.5.15, the same cell; 0.5.15's
+    draft layers join it only with EAGLE, refused for these models), ratio 0.8 by default
+    (server_args.py:753 / :734), the pool ``off`` for Gemma 2/3/3n and Olmo 2 (0.5.14
+    server_args.py:4056, :4122; 0.5.15 arg_groups/overrides.py:462, :909). SWAChunkCap
+    (0.5.14 pool_configurator.py:339) needs --disable-radix-cache, which a plan never gives.
+    ``lists``: the unmirrored architectures on the list of each mirrored release; the other
+    rows (0.5.16 on, mem_cache/kv_cache_configurator.py) are returned as they are."""
+    if row.release not in lists:
+        return row
+    return replace(
+        row,
+        sliding_mirrored=True,
+        swa_disabled_for=off,
+        swa_pool_unmirrored_for=lists[row.release],
+        hybrid_swa_archs=(*LLAMA4_GPT_OSS, *lists[row.release]),
+        swa_split="budget",
+        gpt_oss_sm100_swa_off=False,
+        swa_config_opt_in=True,
+    )
