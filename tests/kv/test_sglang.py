@@ -46,8 +46,11 @@ def test_qwen3_235b_tp4_matches_the_published_log(release: str) -> None:
     for result in (low, high):
         assert result.value("bytes_per_token") == 48_128  # 1 KV head × 128 × 94 × 2 × 2 B
         assert result.value("pool_tokens") == 367_404
+        # 0.5.13 on name the pool's dtype (memory_pool.py:819 "dtype: {self.dtype}"): the
+        # checkpoint's bfloat16, its KV cache being auto.
+        named = "dtype: torch.bfloat16, " if sglang_rules(release).kv_line_names_dtype else ""
         assert result.log_lines[0] == (
-            "KV Cache is allocated. #tokens: 367404, K size: 8.23 GB, V size: 8.23 GB"
+            f"KV Cache is allocated. {named}#tokens: 367404, K size: 8.23 GB, V size: 8.23 GB"
         )
         assert result.refusal is None
     assert plan(QWEN3_235B, tp=4, memory_bytes=367_405 * 48_128).value("pool_tokens") == 367_405
@@ -98,7 +101,7 @@ def test_mla_cell_is_not_split_by_tp() -> None:
         result = plan(path, tp=tp, memory_bytes=70_272 * 1000)
         assert result.value("bytes_per_token") == 70_272
         assert result.value("pool_tokens") == 1000
-        assert result.log_lines[0].startswith("KV Cache is allocated. #tokens: 1000, KV size:")
+        assert "#tokens: 1000, KV size:" in result.log_lines[0]
     assert any("page size 1 assumed" in n for n in result.notes)
 
 
@@ -201,7 +204,8 @@ def test_mla_pool_matches_a_published_log(tmp_path: Path) -> None:
     low, high = (plan(path, memory_bytes=int(g * GiB)) for g in (35.85, 35.95))
     assert low.value("bytes_per_token") == 2304  # 576 × 2 layers × 2 B = 2.25 KiB
     assert int(low.value("pool_tokens") or 0) <= 16_725_761 <= int(high.value("pool_tokens") or 0)
-    capped = plan(path, memory_bytes=int(35.9 * GiB), max_total_tokens=60_000)
+    # The log's line names no dtype: a release before 0.5.13 (memory_pool.py:819 adds it).
+    capped = plan(path, release="0.5.12", memory_bytes=int(35.9 * GiB), max_total_tokens=60_000)
     assert capped.value("pool_tokens") == 60_000
     assert capped.log_lines[0] == "KV Cache is allocated. #tokens: 60000, KV size: 0.13 GB"
 
@@ -209,3 +213,21 @@ def test_mla_pool_matches_a_published_log(tmp_path: Path) -> None:
 def test_non_positive_page_size_is_refused() -> None:
     with pytest.raises(InputError, match="must be positive"):
         plan(QWEN3_235B, tp=4, memory_bytes=GiB, page_size=0)
+
+
+@pytest.mark.parametrize(
+    ("kv_dtype", "named"),
+    [
+        ("auto", "torch.bfloat16"),
+        ("fp8_e4m3", "torch.float8_e4m3fn"),
+        ("fp8_e5m2", "torch.float8_e5m2"),
+    ],
+)
+def test_the_kv_line_names_the_pool_dtype_from_0_5_13(kv_dtype: str, named: str) -> None:
+    # 0.5.13 mem_cache/memory_pool.py:819, 0.5.23 :2089: "KV Cache is allocated. dtype:
+    # {self.dtype}, #tokens: …" with the pool's torch dtype (the model's for auto); 0.5.12
+    # :744 prints no dtype.
+    line = plan(QWEN3_235B, release="0.5.23", tp=4, memory_bytes=GiB, kv_dtype=kv_dtype)
+    assert line.log_lines[0].startswith(f"KV Cache is allocated. dtype: {named}, #tokens: ")
+    old = plan(QWEN3_235B, release="0.5.12", tp=4, memory_bytes=GiB, kv_dtype=kv_dtype)
+    assert old.log_lines[0].startswith("KV Cache is allocated. #tokens: ")

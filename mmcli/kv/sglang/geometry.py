@@ -39,6 +39,8 @@ class Cell:
     mla: bool
     #: Sliding layers that keep every token here (no hybrid pool for this model).
     sliding_as_full: int = 0
+    #: The pool's torch dtype as the KV line names it ("" where mmcli cannot tell).
+    dtype_name: str = ""
 
     @property
     def bytes_per_token(self) -> int:
@@ -113,7 +115,29 @@ def sglang_cell(
         )
     if not mla and rules.v_head_dim_in_cell:
         _check_v_head_dim(doc, spec.head_size, rules)
-    return Cell(len(attention), heads, spec.head_size, dtype_bytes, mla, sliding)
+    name = _torch_dtype(spec, kv_dtype)
+    return Cell(len(attention), heads, spec.head_size, dtype_bytes, mla, sliding, name)
+
+
+#: The torch dtype of SGLang's pool for --kv-cache-dtype (fp8: the e4m3 / e5m2 types), and for
+#: ``auto`` the model dtype's (mem_cache/memory_pool.py names ``self.dtype``).
+_TORCH_DTYPES = {
+    "fp8_e4m3": "torch.float8_e4m3fn",
+    "fp8_e5m2": "torch.float8_e5m2",
+    "bfloat16": "torch.bfloat16",
+    "float16": "torch.float16",
+}
+
+
+def _torch_dtype(spec: KVCacheSpec, kv_dtype: str) -> str:
+    return _TORCH_DTYPES.get(spec.dtype if kv_dtype == "auto" else kv_dtype, "")
+
+
+def kv_line_head(rules: SglangRules, cell: Cell) -> str:
+    """``KV Cache is allocated. `` and, from the release that names it, the pool's dtype
+    (0.5.13 mem_cache/memory_pool.py:819 ``dtype: {self.dtype}``; "…" where not known)."""
+    head = "KV Cache is allocated. "
+    return head + f"dtype: {cell.dtype_name or '…'}, " if rules.kv_line_names_dtype else head
 
 
 def _check_v_head_dim(doc: dict[str, Any], head_dim: int, rules: SglangRules) -> None:
@@ -158,7 +182,8 @@ def hybrid_cell(
             "plan it for vLLM (--engine vllm)",
         )
     dtype_bytes = _dtype_bytes(attention[0], doc, rules, kv_dtype)
-    cell = Cell(state.attention_layers, state.kv_heads, state.head_dim, dtype_bytes, mla=False)
+    name = _torch_dtype(attention[0], kv_dtype)
+    cell = Cell(state.attention_layers, state.kv_heads, state.head_dim, dtype_bytes, False, 0, name)
     return cell, state
 
 
@@ -182,16 +207,16 @@ def sliding_note(doc: dict[str, Any], rules: SglangRules, count: int) -> str | N
 
 
 def pool_log_lines(
-    cell: Cell, tokens: int, page: int, running: int, context: int | None
+    cell: Cell, tokens: int, page: int, running: int, context: int | None, head: str
 ) -> list[str]:
-    """The token pool's "KV Cache is allocated" line and the scheduler's totals line."""
+    """The token pool's "KV Cache is allocated" line (``head``: its start, see
+    :func:`kv_line_head`) and the scheduler's totals line."""
     slots = tokens + page
     size = cell.tensor_bytes(slots) / _GIB
     if cell.mla:
-        first = f"KV Cache is allocated. #tokens: {tokens}, KV size: {size:.2f} GB"
+        first = f"{head}#tokens: {tokens}, KV size: {size:.2f} GB"
     else:
-        first = f"KV Cache is allocated. #tokens: {tokens}, K size: {size:.2f} GB, "
-        first += f"V size: {size:.2f} GB"
+        first = f"{head}#tokens: {tokens}, K size: {size:.2f} GB, V size: {size:.2f} GB"
     ctx = "?" if context is None else str(context)
     second = f"max_total_num_tokens={tokens}, …, max_running_requests={running}, "
     second += f"context_len={ctx}"

@@ -28,6 +28,7 @@ from mmcli.kv.sglang.dsa import NsaCell, is_nsa, nsa_for_budget, nsa_notes
 from mmcli.kv.sglang.geometry import (
     Cell,
     hybrid_cell,
+    kv_line_head,
     pool_log_lines,
     sglang_cell,
     sliding_note,
@@ -310,9 +311,10 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
         kept_back=kept,
     )
     if tokens > 0:
-        result.log_lines = pool_log_lines(cell, tokens, page, running or 0, context)
+        head = kv_line_head(rules, cell)
+        result.log_lines = pool_log_lines(cell, tokens, page, running or 0, context, head)
         if swa is not None:
-            result.log_lines[:1] = swa.log_lines(tokens, swa_tokens, page)
+            result.log_lines[:1] = swa.log_lines(tokens, swa_tokens, page, head)
         elif nsa is not None:
             # get_kv_size_bytes adds the indexer pages to the latent rows (memory_pool.py).
             size = nsa.pool_bytes(tokens) / _GIB

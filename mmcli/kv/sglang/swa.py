@@ -68,7 +68,7 @@ class SwaLayout:
         swa = int(full * self.ratio)
         return full // page * page, swa // page * page
 
-    def log_lines(self, full: int, swa: int, page: int) -> list[str]:
+    def log_lines(self, full: int, swa: int, page: int, head: str) -> list[str]:
         """What SGLang prints for the two pools (mixin ``set_num_tokens_hybrid_swa``, then the
         SWA pool's and the full pool's ``KV Cache is allocated`` lines and SWAKVPool's)."""
         swa_size = (swa + page) * self.half_bytes * self.swa_layers
@@ -76,9 +76,9 @@ class SwaLayout:
         usage = 2 * (swa_size + full_size) / _GIB
         return [
             f"Use sliding window memory pool. full_layer_tokens={full}, swa_layer_tokens={swa}",
-            f"KV Cache is allocated. #tokens: {swa}, K size: {swa_size / _GIB:.2f} GB, "
+            f"{head}#tokens: {swa}, K size: {swa_size / _GIB:.2f} GB, "
             f"V size: {swa_size / _GIB:.2f} GB",
-            f"KV Cache is allocated. #tokens: {full}, K size: {full_size / _GIB:.2f} GB, "
+            f"{head}#tokens: {full}, K size: {full_size / _GIB:.2f} GB, "
             f"V size: {full_size / _GIB:.2f} GB",
             f"SWAKVPool mem usage: {usage:.2f} GB, swa size: {swa}, full size: {full}",
         ]

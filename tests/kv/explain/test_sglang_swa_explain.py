@@ -32,7 +32,7 @@ GEMMA_2 = Path(__file__).parents[1] / "configs" / "google--gemma-2-9b.subset.jso
 _PER_TOKEN = 12 * 8 * 64 * 2  # layers × KV heads × head_dim × bf16, one K buffer of a pool
 
 
-def swa_log(page: int, full: int, swa: int) -> str:
+def swa_log(page: int, full: int, swa: int, dtype: str = "") -> str:
     def gb(tokens: int) -> str:
         return f"{(tokens + page) * _PER_TOKEN / 2**30:.2f}"
 
@@ -43,9 +43,9 @@ def swa_log(page: int, full: int, swa: int) -> str:
             f"page_size={page}, max_running_requests=None, max_total_tokens=None)",
             f"[2026] Use sliding window memory pool. full_layer_tokens={full}, "
             f"swa_layer_tokens={swa}",
-            f"[2026] KV Cache is allocated. #tokens: {swa}, K size: {gb(swa)} GB, "
+            f"[2026] KV Cache is allocated. {dtype}#tokens: {swa}, K size: {gb(swa)} GB, "
             f"V size: {gb(swa)} GB",
-            f"[2026] KV Cache is allocated. #tokens: {full}, K size: {gb(full)} GB, "
+            f"[2026] KV Cache is allocated. {dtype}#tokens: {full}, K size: {gb(full)} GB, "
             f"V size: {gb(full)} GB",
             f"[2026] SWAKVPool mem usage: {total:.2f} GB, swa size: {swa}, full size: {full}",
             f"[2026] max_total_num_tokens={full}, chunked_prefill_size=8192, "
@@ -119,3 +119,14 @@ def test_a_model_off_the_list_is_refused_naming_it() -> None:
     """Gemma 2 is not on is_hybrid_swa_model's list in any release read (its pool is off)."""
     with pytest.raises(InputError, match="Gemma2ForCausalLM in no release the log can be of"):
         explain(swa_log(1, 24_272, 19_417), GEMMA_2)
+
+
+def test_a_log_whose_kv_lines_name_the_dtype_is_of_0_5_13_on() -> None:
+    """0.5.13 on name the pool's dtype in each KV line (memory_pool.py:819 "dtype:
+    {self.dtype}"): such a log is held to the releases that print it and whose list has
+    gpt-oss (0.5.13 – 0.5.15 mirrored), whose lines carry the dtype too; 0.5.9's page-64 split
+    (the SWA pool from the unfloored full pool) is none of theirs."""
+    named = "dtype: torch.bfloat16, "
+    result = explain(swa_log(64, 24_192, 19_328, named))
+    assert result.releases_matching == ["0.5.13", "0.5.14", "0.5.15"]
+    assert explain(swa_log(64, 24_192, 19_392, named)).releases_matching == []
