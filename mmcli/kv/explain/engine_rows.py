@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mmcli.kv.explain.engine_logs import SglangLog
+from mmcli.kv.sglang import SglangOptions
 from mmcli.kv.sglang.geometry import KV_CACHE_DTYPES, Cell
 
-__all__ = ["EngineExplanation", "Row", "k_rows", "row", "running_row", "settings"]
+__all__ = ["EngineExplanation", "Row", "k_rows", "log_options", "row", "running_row", "settings"]
 
 _GIB = 2**30
 _HALF = 0.005  # half the last printed digit of a "%.2f GiB" figure
@@ -69,6 +70,27 @@ def settings(log: SglangLog) -> tuple[int, int, str]:
     kv_dtype = args.get("kv_cache_dtype", "auto")
     kv_dtype = kv_dtype if kv_dtype in KV_CACHE_DTYPES else "auto"
     return int(args.get("tp_size", "1")), int(args.get("page_size", "1")), kv_dtype
+
+
+def log_options(log: SglangLog, release: str, memory: int) -> SglangOptions:
+    """The run a log describes as SGLang options under ``release``, with ``memory`` as the pool
+    budget: its server_args (tp, page size, KV dtype, --max-running-requests,
+    --max-total-tokens, DP attention) and context length."""
+    args = log.args
+    tp, page, kv_dtype = settings(log)
+    user, cap = args.get("max_running_requests"), args.get("max_total_tokens")
+    return SglangOptions(
+        release=release,
+        tp=tp,
+        memory_bytes=memory,
+        page_size=page,
+        page_size_given=True,
+        kv_dtype=kv_dtype,
+        max_model_len=log.context_len,
+        max_running_requests=None if user is None else int(user),
+        max_total_tokens=None if cap is None else int(cap),
+        enable_dp_attention=args.get("enable_dp_attention") == "True",
+    )
 
 
 def k_rows(log: SglangLog, cell: Cell, page: int) -> list[Row]:

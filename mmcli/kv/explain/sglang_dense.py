@@ -14,9 +14,16 @@ from typing import Any
 
 from mmcli.errors import InputError
 from mmcli.kv.explain.engine_logs import SglangLog
-from mmcli.kv.explain.engine_rows import EngineExplanation, Row, k_rows, running_row, settings
+from mmcli.kv.explain.engine_rows import (
+    EngineExplanation,
+    Row,
+    k_rows,
+    log_options,
+    running_row,
+    settings,
+)
 from mmcli.kv.model import ModelConfig
-from mmcli.kv.sglang import SglangOptions, plan_sglang, sglang_rules
+from mmcli.kv.sglang import plan_sglang, sglang_rules
 from mmcli.kv.sglang.geometry import sglang_cell
 from mmcli.kv.sglang.log_releases import ARGS_FIRST_IN, log_releases, release_span, rule_rows
 from mmcli.kv.sglang.releases import RELEASES, SglangRules
@@ -37,24 +44,10 @@ def _plan_row(
     config: ModelConfig, doc: dict[str, Any], log: SglangLog, rules: SglangRules
 ) -> tuple[list[Row], list[str]]:
     """The rows and notes of the run planned under ``rules``."""
-    args = log.args
     tp, page, kv_dtype = settings(log)
     cell = sglang_cell(config, doc, rules, tp=tp, kv_dtype=kv_dtype)
     tokens = log.tokens or 0
-    user = args.get("max_running_requests")
-    cap = args.get("max_total_tokens")
-    options = SglangOptions(
-        release=rules.release,
-        tp=tp,
-        memory_bytes=tokens * cell.bytes_per_token,
-        page_size=page,
-        page_size_given=True,
-        kv_dtype=kv_dtype,
-        max_model_len=log.context_len,
-        max_running_requests=None if user is None else int(user),
-        max_total_tokens=None if cap is None else int(cap),
-        enable_dp_attention=args.get("enable_dp_attention") == "True",
-    )
+    options = log_options(log, rules.release, tokens * cell.bytes_per_token)
     plan = plan_sglang(config, doc, options)
     rows = k_rows(log, cell, page)
     rows.append(running_row(log, plan.value("max_running_requests")))

@@ -15,32 +15,15 @@ from typing import Any
 
 from mmcli.errors import InputError
 from mmcli.kv.explain.engine_logs import SglangLog
-from mmcli.kv.explain.engine_rows import EngineExplanation, Row, row, running_row, settings
+from mmcli.kv.explain.engine_rows import EngineExplanation, Row, log_options, row, running_row
 from mmcli.kv.figures import EngineFigures
 from mmcli.kv.model import ModelConfig, architecture
-from mmcli.kv.sglang import SglangOptions, plan_sglang
+from mmcli.kv.sglang import plan_sglang
 from mmcli.kv.sglang.log_releases import log_releases, release_span
 from mmcli.kv.sglang.releases import RELEASES, SglangRules
 
 #: The budgets searched: up to 1 PiB.
 _MAX_BUDGET = 2**50
-
-
-def _options(log: SglangLog, rules: SglangRules, memory: int) -> SglangOptions:
-    args = log.args
-    tp, page, kv_dtype = settings(log)
-    user, cap = args.get("max_running_requests"), args.get("max_total_tokens")
-    return SglangOptions(
-        release=rules.release,
-        tp=tp,
-        memory_bytes=memory,
-        page_size=page,
-        page_size_given=True,
-        kv_dtype=kv_dtype,
-        max_model_len=log.context_len,
-        max_running_requests=None if user is None else int(user),
-        max_total_tokens=None if cap is None else int(cap),
-    )
 
 
 def _plan_for(
@@ -51,7 +34,9 @@ def _plan_for(
     target = log.swa_full_tokens or 0
 
     def full(memory: int) -> int:
-        tokens = plan_sglang(config, doc, _options(log, rules, memory)).value("pool_tokens")
+        tokens = plan_sglang(config, doc, log_options(log, rules.release, memory)).value(
+            "pool_tokens"
+        )
         return int(tokens or 0)
 
     low, high = 1, _MAX_BUDGET
@@ -61,7 +46,7 @@ def _plan_for(
             high = mid
         else:
             low = mid + 1
-    return plan_sglang(config, doc, _options(log, rules, low))
+    return plan_sglang(config, doc, log_options(log, rules.release, low))
 
 
 def _rows(log: SglangLog, plan: EngineFigures) -> list[Row]:
