@@ -122,11 +122,11 @@ def test_sliding_layers_of_gemma_3_keep_every_token_where_the_pool_is_mirrored(
         plan(path, release="0.5.16", memory_bytes=GiB)
 
 
-def test_hybrid_state_pool_is_refused_after_0_5_8() -> None:
-    # 0.5.9 model_runner.py:1580 serves Qwen3.5 / 3.6 and model_runner_kv_cache_mixin.py:173
-    # takes a given max_mamba_cache_size first (not read).
-    with pytest.raises(InputError, match="the state pool of SGLang 0.5.9 is not mirrored"):
-        plan(QWEN3_NEXT, release="0.5.9", memory_bytes=40 * GiB)
+def test_hybrid_state_pool_is_refused_after_0_5_9() -> None:
+    # 0.5.10 model_runner_kv_cache_mixin.py:840 takes the request pool from the capacity (not
+    # read for the state pool).
+    with pytest.raises(InputError, match="the state pool of SGLang 0.5.10 is not mirrored"):
+        plan(QWEN3_NEXT, release="0.5.10", memory_bytes=40 * GiB)
 
 
 def test_v_head_dim_other_than_head_dim_is_refused_from_0_5_7(tmp_path: Path) -> None:

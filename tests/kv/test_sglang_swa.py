@@ -91,6 +91,6 @@ def test_0_5_16_on_still_refuse_sliding_models(path: Path) -> None:
 def test_help_names_the_newest_sliding_and_state_releases() -> None:
     text = sglang_version_help()
     assert "sliding-window models: 0.5.15 or older" in text
-    # 0.5.8 (model_runner_kv_cache_mixin.py:146) is the newest state pool mirrored; 0.5.9
-    # serves Qwen3.5 / 3.6 (model_runner.py:1580) and is refused.
-    assert "hybrid GDN / Mamba models: 0.5.8 or older" in text
+    # 0.5.9 (model_runner_kv_cache_mixin.py:151) is the newest state pool mirrored; 0.5.10
+    # takes the request pool from the capacity (mixin :840) and is refused.
+    assert "hybrid GDN / Mamba models: 0.5.9 or older" in text

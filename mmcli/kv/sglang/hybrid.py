@@ -274,6 +274,12 @@ def hybrid_state(doc: dict[str, Any], rules: SglangRules, arch: str, *, tp: int)
             f"after {_newest_state_pool()})",
             f"pass --sglang-version {_newest_state_pool()}, or plan it for vLLM (--engine vllm)",
         )
+    if arch in rules.hybrid_unmirrored:
+        raise _refuse(
+            f"{arch}: SGLang {rules.release} serves it with a GDN state pool (its text_config "
+            "read by configs/qwen3_5.py), which is not mirrored",
+            "plan this model for vLLM (--engine vllm), whose state pool mmcli mirrors",
+        )
     if kind is None:
         served = ", ".join(a for a, _ in rules.hybrid_models) or "none"
         raise _refuse(

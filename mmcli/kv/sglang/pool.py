@@ -40,6 +40,7 @@ from mmcli.kv.sglang.speculative import (
     DEFAULT_RUNNING_REQUESTS,
     checked_speculative,
     intermediate_sizes,
+    speculative_state,
 )
 from mmcli.kv.sglang.swa import SwaLayout, swa_layout
 from mmcli.kv.state import MambaSpec
@@ -196,6 +197,7 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
         rules,
         state,
     )
+    state = speculative_state(state, rules, spec)
     user_requests = options.max_running_requests
     if spec is not None and user_requests is None:
         user_requests = DEFAULT_RUNNING_REQUESTS

@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from mmcli.errors import InputError
 from mmcli.kv.sglang.rules import FractionRule, HybridRule, SglangRules, SwaSplit
-from mmcli.kv.sglang.swa_lists import LLAMA4_GPT_OSS, MIMO_V2, STEP3P5, with_swa
+from mmcli.kv.sglang.swa_lists import LLAMA4_GPT_OSS, MIMO_V2, QWEN3_5, STEP3P5, with_swa
 
 __all__ = ["FractionRule", "HybridRule", "SglangRules", "SwaSplit"]
 
@@ -172,6 +172,15 @@ RELEASES = (
             *STEP3P5,
         ),
         swa_split="bytes",
+        #: 0.5.8's state pool (mixin :151 – :209): the speculative reserve first, a given
+        #: --max-running-requests sizes the slots only with the radix cache off (:179);
+        #: speculative decoding turns it off for every hybrid model (server_args.py:1760).
+        hybrid_rule="ratio",
+        hybrid_models=_HYBRID_054,
+        speculative_states_reserved=True,
+        mamba2_radix_cache=True,
+        speculative_radix_off=True,
+        hybrid_unmirrored=QWEN3_5,
     ),
     #: 0.5.10: the same cell and budget (model_runner_kv_cache_mixin.py:171), the request pool
     #: from the capacity (:840); its default fraction reserves piecewise CUDA graphs.

@@ -123,6 +123,14 @@ class SglangRules:
     #: Whether speculative decoding turns the radix cache off for Nemotron-H (0.5.8
     #: server_args.py:1438): its fixed slots under a speculative run are not mirrored (refused).
     speculative_mamba2_radix_off: bool = False
+    #: Whether speculative decoding turns the radix cache off for every hybrid GDN / Mamba-2
+    #: model (0.5.9 server_args.py:1760 ``_handle_mamba_radix_cache``): the state slots are then
+    #: ``--max-running-requests`` (48 by default with it, :2363; mixin :179) and the requests
+    #: are capped at slots // 1 (mixin :362).
+    speculative_radix_off: bool = False
+    #: Hybrid architectures the release serves whose state pool is not mirrored (0.5.9
+    #: model_runner.py:1580: Qwen3.5 / 3.6, their GDN config under ``text_config``): refused.
+    hybrid_unmirrored: tuple[str, ...] = ()
     #: Whether an explicit --context-length (mmcli's --max-model-len) caps the piecewise
     #: graphs' token counts (0.5.13 server_args.py:1579).
     prefill_graphs_clamped_to_context: bool = False

@@ -22,7 +22,7 @@ facts, with file and line, are in docs/kv-share-engines.md:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mmcli.errors import InputError
 from mmcli.kv.sglang.hybrid import HybridState
@@ -125,3 +125,13 @@ def intermediate_sizes(state: HybridState, rows: int, spec: Speculative) -> str:
         f" intermediate_ssm_state_cache size: {ssm / _GIB:.2f}GB "
         f"intermediate_conv_window_cache size: {conv / _GIB:.2f}GB"
     )
+
+
+def speculative_state(
+    state: HybridState | None, rules: SglangRules, spec: Speculative | None
+) -> HybridState | None:
+    """The state as a speculative run sees it: the rows whose server_args turn the radix cache
+    off under speculative decoding (``speculative_radix_off``) size fixed slots."""
+    if state is None or spec is None or not rules.speculative_radix_off:
+        return state
+    return replace(state, radix_cache=False)

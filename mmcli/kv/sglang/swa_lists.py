@@ -45,3 +45,8 @@ def with_swa(
         gpt_oss_sm100_swa_off=False,
         swa_config_opt_in=True,
     )
+
+
+#: The Qwen3.5 / 3.6 architectures SGLang serves with a GDN state pool from 0.5.9
+#: (model_runner.py:1580 ``hybrid_gdn_config``, configs/qwen3_5.py).
+QWEN3_5 = ("Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration")

@@ -1,0 +1,90 @@
+"""SGLang 0.5.9: a hybrid GDN / Mamba-2 model's pools, derived by hand from the 0.5.9 wheel:
+
+* model_executor/model_runner_kv_cache_mixin.py:151 ``handle_max_mamba_cache``: with speculative
+  decoding, ``mamba_cache_per_req × max_running_requests × D`` leaves the budget first (:156 –
+  :171); a given max_mamba_cache_size is taken first (:173), then with the radix cache off and
+  --max-running-requests set the slots are max_running_requests (:178 – :185), else
+  ``int(rest × 0.9 / 1.9 × 2^30 // mamba_cache_per_req)`` (:186 – :202).
+* server_args.py:1760 – :1764 (``_handle_mamba_radix_cache``, called for Qwen3-Next :1600,
+  Nemotron-H :1548 and Falcon-H1 :1634): speculative decoding turns the radix cache off; it sets
+  --max-running-requests to 48 when not given (:2362 – :2363).
+* mixin :362 – :368: ``max_num_reqs = min(max_num_reqs, slots // ratio)``, ratio 1 with the
+  radix cache off, 3 with it on (no_buffer, server_args.py:874 – :877).
+* model_runner.py:1580: Qwen3.5 / 3.6 (Qwen3_5ForConditionalGeneration,
+  Qwen3_5MoeForConditionalGeneration) are served with ``hybrid_gdn_config``: not mirrored here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mmcli.errors import InputError
+from mmcli.kv.figures import EngineFigures
+from mmcli.kv.inputs.layer_config import load_config, read_document
+from mmcli.kv.sglang import SglangOptions, plan_sglang
+
+CONFIGS = Path(__file__).parent / "configs"
+QWEN3_NEXT = CONFIGS / "Qwen--Qwen3-Next-80B-A3B-Thinking.json"
+NEMOTRON_H = CONFIGS / "nvidia--Nemotron-H-8B-Base-8K.json"
+QWEN3_6 = (
+    Path(__file__).parent / "realworld/configs/Qwen--Qwen3.6-35B-A3B.text_config.RECONSTRUCTED.json"
+)
+GiB = 2**30
+SPEC = {"speculative_num_steps": 3, "speculative_eagle_topk": 1}
+#: Qwen3-Next at tp 1: 36 GDN layers × (conv 8192×3 bf16 + SSM 32×128×128 fp32).
+PER_REQ = 36 * (8192 * 3 * 2 + 32 * 128 * 128 * 4)
+#: 12 full-attention layers × 2 KV heads × 256 × (K + V) × bf16.
+CELL = 12 * 2 * 256 * 2 * 2
+
+
+def plan(path: Path, **options: Any) -> EngineFigures:
+    options.setdefault("release", "0.5.9")
+    return plan_sglang(load_config(path), read_document(path), SglangOptions(**options))
+
+
+@pytest.mark.parametrize("budget", [40, 60])
+def test_qwen3_next_without_speculative_takes_the_ratio(budget: int) -> None:
+    slots = int(budget * 0.9 / (1 + 0.9) * GiB // PER_REQ)
+    tokens = int((budget - slots * PER_REQ / GiB) * GiB // CELL)
+    result = plan(QWEN3_NEXT, memory_bytes=budget * GiB)
+    assert result.value("state_slots") == slots
+    assert result.value("pool_tokens") == tokens
+    assert result.value("max_running_requests") == slots // 3
+    assert result.refusal is None
+
+
+def test_qwen3_next_with_speculative_turns_the_radix_cache_off() -> None:
+    # D = steps + 1 = 4 (top-k 1); 48 requests: their states reserved, then 48 slots.
+    rest = 40 - PER_REQ * 48 * 4 / GiB
+    tokens = int((rest - 48 * PER_REQ / GiB) * GiB // CELL)
+    result = plan(QWEN3_NEXT, memory_bytes=40 * GiB, **SPEC)
+    assert result.value("state_slots") == 48
+    assert result.value("pool_tokens") == tokens
+    assert result.value("max_running_requests") == 48
+    old = plan(QWEN3_NEXT, release="0.5.8", memory_bytes=40 * GiB, **SPEC)
+    assert old.value("state_slots") > 48  # 0.5.8 keeps the ratio
+
+
+def test_a_given_max_running_requests_sizes_the_speculative_slots() -> None:
+    rest = 40 - PER_REQ * 20 * 4 / GiB
+    tokens = int((rest - 20 * PER_REQ / GiB) * GiB // CELL)
+    result = plan(QWEN3_NEXT, memory_bytes=40 * GiB, max_running_requests=20, **SPEC)
+    assert result.value("state_slots") == 20
+    assert result.value("pool_tokens") == tokens
+    assert result.value("max_running_requests") == 20
+
+
+def test_nemotron_h_with_speculative_decoding_is_planned() -> None:
+    result = plan(NEMOTRON_H, memory_bytes=60 * GiB, **SPEC)
+    assert result.value("state_slots") == 48
+    assert result.value("max_running_requests") == 48
+    with pytest.raises(InputError, match="turns the radix cache off for NemotronHForCausalLM"):
+        plan(NEMOTRON_H, release="0.5.8", memory_bytes=60 * GiB, **SPEC)
+
+
+def test_qwen3_6_is_refused_by_name() -> None:
+    with pytest.raises(InputError, match="Qwen3_5MoeForConditionalGeneration: SGLang 0.5.9"):
+        plan(QWEN3_6, memory_bytes=40 * GiB)
