@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -88,3 +89,20 @@ def test_nemotron_h_with_speculative_decoding_is_planned() -> None:
 def test_qwen3_6_is_refused_by_name() -> None:
     with pytest.raises(InputError, match="Qwen3_5MoeForConditionalGeneration: SGLang 0.5.9"):
         plan(QWEN3_6, memory_bytes=40 * GiB)
+
+
+@pytest.mark.parametrize(("dtype", "ssm_bytes"), [("bfloat16", 2), ("float16", 2), ("float32", 4)])
+def test_the_configs_mamba_ssm_dtype_sizes_the_state_from_0_5_9(
+    dtype: str, ssm_bytes: int, tmp_path: Path
+) -> None:
+    """0.5.9 server_args.py:522 leaves --mamba-ssm-dtype None, so configs/mamba_utils.py
+    ``mamba2_state_dtype`` takes the config's mamba_ssm_dtype (float32, bfloat16 or float16);
+    0.5.8 server_args.py:497 defaults the flag to float32 and sets it for the state (:2391)."""
+    doc = json.loads(QWEN3_NEXT.read_text())
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**doc, "mamba_ssm_dtype": dtype}), encoding="utf-8")
+    per_req = 36 * (8192 * 3 * 2 + 32 * 128 * 128 * ssm_bytes)
+    slots = int(40 * 0.9 / (1 + 0.9) * GiB // per_req)
+    assert plan(path, memory_bytes=40 * GiB).value("state_slots") == slots
+    old = int(40 * 0.9 / (1 + 0.9) * GiB // PER_REQ)
+    assert plan(path, release="0.5.8", memory_bytes=40 * GiB).value("state_slots") == old

@@ -20,7 +20,7 @@ line, are in docs/kv-share-engines.md.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from math import prod
 from typing import Any
 
@@ -53,6 +53,9 @@ class HybridState:
     #: Whether the release keeps the radix cache on for this model (then the state budget is a
     #: share of the pool budget); off: a fixed number of slots.
     radix_cache: bool
+    #: Bytes of one SSM state element: float32 unless the config's mamba_ssm_dtype says
+    #: otherwise where the release reads it.
+    ssm_dtype_bytes: int = SSM_BYTES
 
     @property
     def conv_bytes(self) -> int:
@@ -62,7 +65,7 @@ class HybridState:
     @property
     def ssm_bytes(self) -> int:
         """One layer's SSM (temporal) state for one request."""
-        return prod(self.ssm_shape) * SSM_BYTES
+        return prod(self.ssm_shape) * self.ssm_dtype_bytes
 
     @property
     def bytes_per_request(self) -> int:
@@ -79,7 +82,7 @@ class HybridState:
         """Bytes of the conv and SSM buffers for ``slots`` slots (SGLang allocates one more)."""
         return (
             self.state_layers * (slots + 1) * prod(self.conv_shape) * CONV_BYTES,
-            self.state_layers * (slots + 1) * prod(self.ssm_shape) * SSM_BYTES,
+            self.state_layers * (slots + 1) * prod(self.ssm_shape) * self.ssm_dtype_bytes,
         )
 
 
@@ -294,10 +297,18 @@ def hybrid_state(doc: dict[str, Any], rules: SglangRules, arch: str, *, tp: int)
             f"use the checkpoint's config.json (model_type {kind!r})",
         )
     if kind == "qwen3_next":
-        return _qwen3_next(text, rules, tp, arch)
-    if kind == "falcon_h1":
-        return _falcon_h1(text, rules, tp, arch)
-    return _nemotron_h(text, rules, tp, arch)
+        state = _qwen3_next(text, rules, tp, arch)
+    elif kind == "falcon_h1":
+        state = _falcon_h1(text, rules, tp, arch)
+    else:
+        state = _nemotron_h(text, rules, tp, arch)
+    ssm = _SSM_DTYPES.get(str(doc.get("mamba_ssm_dtype"))) if rules.ssm_dtype_from_config else None
+    return state if ssm is None else replace(state, ssm_dtype_bytes=ssm)
+
+
+#: configs/mamba_utils.py ``mamba2_state_dtype`` (0.5.9): the config's mamba_ssm_dtype, one of
+#: these, unless --mamba-ssm-dtype is given (another value: a warning and float32).
+_SSM_DTYPES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 
 def state_slots(

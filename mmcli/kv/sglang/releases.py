@@ -302,8 +302,14 @@ _QUANT_FROM = [r.release for r in RELEASES].index("0.5.3")
 #: :1616 in 0.5.16, :1670 in 0.5.17, :2089 in 0.5.23); 0.5.4 – 0.5.12 print "KV Cache is
 #: allocated. #tokens: …" (memory_pool.py:453 in 0.5.4, :744 in 0.5.12).
 _DTYPE_LINE_FROM = [r.release for r in RELEASES].index("0.5.13")
+_SSM_FROM = [r.release for r in RELEASES].index("0.5.9")  # see ssm_dtype_from_config
 RELEASES = tuple(
-    replace(r, kv_quant_algo_refused=i >= _QUANT_FROM, kv_line_names_dtype=i >= _DTYPE_LINE_FROM)
+    replace(
+        r,
+        kv_quant_algo_refused=i >= _QUANT_FROM,
+        kv_line_names_dtype=i >= _DTYPE_LINE_FROM,
+        ssm_dtype_from_config=i >= _SSM_FROM,
+    )
     for i, r in enumerate(RELEASES)
 )
 #: The newest release mirrored on both budget paths: its fraction_rule is not "unread".

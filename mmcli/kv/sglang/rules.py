@@ -131,6 +131,10 @@ class SglangRules:
     #: Hybrid architectures the release serves whose state pool is not mirrored (0.5.9
     #: model_runner.py:1580: Qwen3.5 / 3.6, their GDN config under ``text_config``): refused.
     hybrid_unmirrored: tuple[str, ...] = ()
+    #: Whether the SSM state's dtype is the config's ``mamba_ssm_dtype`` when no
+    #: --mamba-ssm-dtype is given (0.5.9 server_args.py:522 default None, configs/mamba_utils.py
+    #: ``mamba2_state_dtype``); before, the flag's default float32 (0.5.8 server_args.py:497).
+    ssm_dtype_from_config: bool = False
     #: Whether an explicit --context-length (mmcli's --max-model-len) caps the piecewise
     #: graphs' token counts (0.5.13 server_args.py:1579).
     prefill_graphs_clamped_to_context: bool = False
