@@ -113,13 +113,11 @@ def test_sliding_layers_of_gemma_3_keep_every_token_where_the_pool_is_mirrored(
     # Gemma 3 is not on is_hybrid_swa_model's list and server_args turns its hybrid SWA pool off
     # (0.5.10 server_args.py:1877, :1894): every layer keeps every token, as in 0.5.4: the cell
     # is 12 layers × 4 KV heads × 256 × 2 (K and V) × 2 B = 49,152 B, so 1 GiB holds 21,845
-    # tokens (0.5.14 / 0.5.15 the same); 0.5.16 sizes the pool in
-    # mem_cache/kv_cache_configurator.py, not mirrored for sliding models (refused).
+    # tokens (0.5.14 – 0.5.23 the same: 0.5.16 arg_groups/overrides.py:564, 0.5.23
+    # arg_groups/model_overrides/gemma2_gemma3.py:26 keep the pool off).
     path = write(tmp_path, gemma(12, architectures=["Gemma3ForCausalLM"]))
-    for release in ("0.5.4", "0.5.10", "0.5.13", "0.5.14", "0.5.15"):
+    for release in ("0.5.4", "0.5.10", "0.5.13", "0.5.14", "0.5.15", "0.5.16", "0.5.23"):
         assert plan(path, release=release, memory_bytes=GiB).value("pool_tokens") == 21_845
-    with pytest.raises(InputError, match="SGLang 0.5.16: its hybrid SWA pool"):
-        plan(path, release="0.5.16", memory_bytes=GiB)
 
 
 def test_hybrid_state_pool_is_refused_after_0_5_9() -> None:

@@ -106,10 +106,3 @@ def test_gemma4_on_the_list_is_refused_by_name(path: Path, release: str) -> None
 def test_gemma4_before_the_list_keeps_the_geometry_refusal() -> None:
     with pytest.raises(InputError, match="different head geometry"):
         plan(GEMMA4[1], release="0.5.10", memory_bytes=GiB)
-
-
-def test_sliding_models_from_0516_stay_refused_naming_0515() -> None:
-    with pytest.raises(InputError) as info:
-        plan(GPT_OSS_20B, release="0.5.16", memory_bytes=GiB)
-    assert "0.5.16" in str(info.value)
-    assert "--sglang-version 0.5.15" in (info.value.hint or "")

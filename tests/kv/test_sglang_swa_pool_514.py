@@ -28,7 +28,6 @@ import pytest
 from mmcli.errors import InputError
 from mmcli.kv.inputs.layer_config import load_config, read_document
 from mmcli.kv.sglang import SglangOptions, plan_sglang
-from mmcli.kv.sglang.releases import sglang_version_help
 
 KV = Path(__file__).parent
 GPT_OSS_20B = KV / "gpu_logs" / "configs" / "openai--gpt-oss-20b.json"
@@ -125,13 +124,3 @@ def test_is_hybrid_swa_opt_in_is_refused(release: str) -> None:
     assert plan(GPT_OSS_20B, doc, release="0.5.12", memory_bytes=GiB).value("pool_tokens") == (
         21_845
     )
-
-
-@pytest.mark.parametrize("path", [GPT_OSS_20B, LLAMA4_SCOUT])
-def test_0516_on_still_refuse_sliding_models(path: Path) -> None:
-    # 0.5.16 moves the sizing to mem_cache/kv_cache_configurator.py and grows the list
-    # (model_config.py:1903: DeepSeek-V4 DSpark, Mellum, Inkling); not mirrored.
-    with pytest.raises(InputError, match=r"SGLang 0\.5\.16: its hybrid SWA pool") as err:
-        plan(path, release="0.5.16", memory_bytes=GiB)
-    assert "--sglang-version 0.5.15" in str(err.value.hint)
-    assert "sliding-window models: 0.5.15 or older" in sglang_version_help()

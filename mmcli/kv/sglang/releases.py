@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from mmcli.errors import InputError
+from mmcli.kv.sglang import swa_lists as sl
 from mmcli.kv.sglang.rules import FractionRule, HybridRule, SglangRules, SwaSplit
 from mmcli.kv.sglang.swa_lists import LLAMA4_GPT_OSS, MIMO_V2, QWEN3_5, STEP3P5, with_swa
 
@@ -105,7 +106,16 @@ _ADDED: dict[str, tuple[str, ...]] = {  # is_hybrid_swa_model additions: see swa
     "0.5.13": ("Step3p7ForConditionalGeneration", "Gemma4UnifiedForConditionalGeneration"),
     "0.5.14": (),
     "0.5.15": ("UnlimitedOCRForCausalLM",),
+    "0.5.16": sl.INKLING_MELLUM,
+    "0.5.17": (),
+    "0.5.18": sl.MUSE_GLIMMER,
+    "0.5.19": sl.GRANITE_SWA,
+    "0.5.20": (),
+    "0.5.21": sl.IQUEST_DIFFUSION,
+    "0.5.22": sl.EMBEDDING_GEMMA2,
+    "0.5.23": sl.BEAM,
 }
+_SWA_FLOOR_FROM = 16  # 0.5.16 on: the SWA pool's admission floor (swa_admission_floor)
 _KEYS = list(_ADDED)
 UNMIRRORED = {n: tuple(a for m in _KEYS[: i + 1] for a in _ADDED[m]) for i, n in enumerate(_KEYS)}
 RELEASES = (
@@ -275,21 +285,27 @@ RELEASES = (
             ),
             _SWA_OFF_058,
             UNMIRRORED,
+            n >= _SWA_FLOOR_FROM,
         )
         for n in range(14, 18)
     ),
     #: 0.5.18 on: a multimodal model's budget also loses mm_runtime_reservation_gb.
     *(
-        replace(
-            _CONFIGURATOR,
-            release=f"0.5.{n}",
-            fraction_rule=_GRAPH_RULES[n],
-            prefill_graphs_clamped_to_context=False,
-            multimodal_kv_reserve=True,
-            small_gpu_chunk=4096 if n >= _SMALL_TIER_FROM else 2048,
-            small_gpu_graph_bs=48 if n >= _SMALL_TIER_FROM else 24,
-            small_gpu_graph_bs_tp4=160 if n >= _SMALL_TIER_FROM else 80,
-            graph_bs_capped_by_running=n >= _RUNNING_CAP_FROM,
+        with_swa(
+            replace(
+                _CONFIGURATOR,
+                release=f"0.5.{n}",
+                fraction_rule=_GRAPH_RULES[n],
+                prefill_graphs_clamped_to_context=False,
+                multimodal_kv_reserve=True,
+                small_gpu_chunk=4096 if n >= _SMALL_TIER_FROM else 2048,
+                small_gpu_graph_bs=48 if n >= _SMALL_TIER_FROM else 24,
+                small_gpu_graph_bs_tp4=160 if n >= _SMALL_TIER_FROM else 80,
+                graph_bs_capped_by_running=n >= _RUNNING_CAP_FROM,
+            ),
+            _SWA_OFF_058,
+            UNMIRRORED,
+            True,
         )
         for n in range(18, 24)
     ),

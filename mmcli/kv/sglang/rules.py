@@ -148,6 +148,10 @@ class SglangRules:
     #: Whether a config's ``is_hybrid_swa: true`` puts any architecture on the list (0.5.13
     #: configs/model_config.py:1703, 0.5.14 :1873): such a config is refused (not mirrored).
     swa_config_opt_in: bool = False
+    #: Whether an SWA pool of no more than SGLang's window + page tokens stops the start
+    #: (0.5.16 pool_configurator.py:427 "SWA pool (…) cannot hold even one request"; 0.5.20 on
+    #: ``validate_swa_pool_size``): such a plan is refused.
+    swa_admission_floor: bool = False
     #: Whether a DeepSeek sparse attention (NSA) model's pool is mirrored (mmcli.kv.sglang.dsa):
     #: 0.5.4 – 0.5.10 budget the latent at the KV dtype's size plus the indexer
     #: (``profile_max_num_token``: 0.5.4 model_runner.py:1406, the same block in 0.5.5 / 0.5.6;

@@ -45,6 +45,9 @@ class SwaLayout:
     #: K (or V) bytes of one token in one layer.
     half_bytes: int
     ratio: float = SWA_FULL_TOKENS_RATIO
+    #: SGLang's ``sliding_window_size`` (None: not read), the SWA pool's admission floor with
+    #: the page from 0.5.16 (``SglangRules.swa_admission_floor``).
+    window: int | None = None
 
     def split(
         self, rules: SglangRules, tokens: int, page: int, rest: int, cap: int | None
@@ -65,8 +68,15 @@ class SwaLayout:
             full = int(memory / solved)
         if rules.swa_split in ("capacity", "budget"):
             full = full // page * page
-        swa = int(full * self.ratio)
-        return full // page * page, swa // page * page
+        swa = int(full * self.ratio) // page * page
+        if rules.swa_admission_floor and self.window is not None and self.window + page >= swa:
+            raise InputError(
+                f"SGLang {rules.release}: the SWA pool ({swa} tokens) cannot hold even one "
+                f"request (its floor is sliding_window_size {self.window} + page {page}); "
+                "SGLang stops at start-up",
+                hint="give more memory (--memory / --gpu) or a larger --max-total-tokens",
+            )
+        return full // page * page, swa
 
     def log_lines(self, full: int, swa: int, page: int, head: str) -> list[str]:
         """What SGLang prints for the two pools (mixin ``set_num_tokens_hybrid_swa``, then the
@@ -135,10 +145,23 @@ def swa_layout(
     spec = specs[0]
     heads = max(1, spec.num_kv_heads // tp)
     half = heads * spec.head_size * dtype_bytes
-    layout = SwaLayout(arch, len(specs) - swa, swa, 2 * half, half)
+    layout = SwaLayout(arch, len(specs) - swa, swa, 2 * half, half, window=_window(arch, text))
     if not arch.startswith("GptOss") or not rules.gpt_oss_sm100_swa_off:
         return layout, None
     return _gpt_oss_backend(layout, gpu_name)
+
+
+def _window(arch: str, text: dict[str, Any]) -> int | None:
+    """SGLang's ``sliding_window_size`` (load_model_utils.py ``resolve_sliding_window_size``):
+    GPT-OSS's model gives ``sliding_window - 1`` (models/gpt_oss.py), Llama 4's the config's
+    sliding_window_size / sliding_window / window_size, else its attention_chunk_size."""
+    if arch.startswith("GptOss"):
+        value = text.get("sliding_window")
+        return value - 1 if isinstance(value, int) else None
+    for key in ("sliding_window_size", "sliding_window", "window_size", "attention_chunk_size"):
+        if isinstance(text.get(key), int):
+            return int(text[key])
+    return None
 
 
 def _gpt_oss_backend(layout: SwaLayout, gpu_name: str) -> tuple[SwaLayout | None, str]:

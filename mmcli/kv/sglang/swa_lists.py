@@ -6,9 +6,11 @@ are mirrored (mmcli/kv/sglang/swa.py); the others on a release's list are refuse
 0.5.9's; 0.5.11 :1546 adds MiMoV2ForCausalLM and Gemma 4; 0.5.12 :1663 DeepSeek-V4 and Laguna;
 0.5.13 :1685 Step-3.7 and Gemma4Unified (and a config's ``is_hybrid_swa`` opt-in, :1703);
 0.5.14 :1842 the same list (Laguna only with a sliding_window); 0.5.15 :1833 adds
-UnlimitedOCRForCausalLM. Read but not mirrored (their rows refuse sliding models): 0.5.16 :1903
-adds DeepseekV4ForCausalLMDSpark, Mellum and Inkling; 0.5.18 :2050 MuseGlimmer; 0.5.19 :2115
-takes GPT-OSS through SWA_SINK_ARCHS (with GraniteSWA / GraniteMoeSWA).
+UnlimitedOCRForCausalLM; 0.5.16 :1903 DeepseekV4ForCausalLMDSpark, Mellum and Inkling (and its
+MTP); 0.5.17 :1988 the same; 0.5.18 :2050 MuseGlimmer; 0.5.19 :2115 takes GPT-OSS through
+SWA_SINK_ARCHS (:54, with GraniteSWA / GraniteMoeSWA); 0.5.20 :2340 the same; 0.5.21 :2454 adds
+DiffusionGemma and (SWA_SINK_ARCHS :86) IQuestQ1 and its MTP; 0.5.22 :2536 EmbeddingGemma2Model;
+0.5.23 :2651 BeamForCausalLM (only with a sliding layer in its layer_types).
 """
 
 from __future__ import annotations
@@ -20,10 +22,24 @@ from mmcli.kv.sglang.rules import SglangRules
 MIMO_V2 = ("MiMoV2FlashForCausalLM", "MiMoV2MTP")
 STEP3P5 = ("Step3p5ForCausalLM", "Step3p5MTP")
 LLAMA4_GPT_OSS = ("Llama4ForConditionalGeneration", "GptOssForCausalLM")
+INKLING_MELLUM = (
+    "DeepseekV4ForCausalLMDSpark",
+    "MellumForCausalLM",
+    "InklingForConditionalGeneration",
+    "InklingForConditionalGenerationMTP",
+)
+MUSE_GLIMMER = ("MuseGlimmerForCausalLM", "MuseGlimmerForConditionalGeneration")
+GRANITE_SWA = ("GraniteSWAForCausalLM", "GraniteMoeSWAForCausalLM")
+IQUEST_DIFFUSION = ("DiffusionGemmaForBlockDiffusion", "IQuestQ1ForCausalLM", "IQuestQ1MTP")
+EMBEDDING_GEMMA2 = ("EmbeddingGemma2Model",)
+BEAM = ("BeamForCausalLM",)
 
 
 def with_swa(
-    row: SglangRules, off: tuple[str, ...], lists: dict[str, tuple[str, ...]]
+    row: SglangRules,
+    off: tuple[str, ...],
+    lists: dict[str, tuple[str, ...]],
+    floor: bool = False,
 ) -> SglangRules:
     """0.5.14 / 0.5.15 keep 0.5.13's hybrid SWA pool: HybridSWAPoolConfigurator's budget solve
     (model_executor/pool_configurator.py:236 in 0.5.14, :284 in 0.5.15, the same cell; 0.5.15's
@@ -31,8 +47,15 @@ def with_swa(
     (server_args.py:753 / :734), the pool ``off`` for Gemma 2/3/3n and Olmo 2 (0.5.14
     server_args.py:4056, :4122; 0.5.15 arg_groups/overrides.py:462, :909). SWAChunkCap
     (0.5.14 pool_configurator.py:339) needs --disable-radix-cache, which a plan never gives.
-    ``lists``: the unmirrored architectures on the list of each mirrored release; the other
-    rows (0.5.16 on, mem_cache/kv_cache_configurator.py) are returned as they are."""
+    ``lists``: the unmirrored architectures on the list of each mirrored release (other rows are
+    returned as they are). 0.5.16 – 0.5.23 size the pools from mem_cache/kv_cache_configurator.py
+    with the same configurator and cell (pool_configurator.py:301 in 0.5.16, :656 in 0.5.23;
+    MLA, mxfp8, unified memory and the draft rows are not reached by these models); the ratio's
+    default is 0.8 (0.5.16 server_args.py:795; from 0.5.20 a resolvable None whose fallback is
+    0.8, arg_groups/fields/schedule.py:162, overridden to 0.1 only for DeepSeek-V4 / Inkling);
+    the pool is off for Gemma 2/3/3n and Olmo 2 (0.5.16 arg_groups/overrides.py:564, :1060; 0.5.23
+    model_overrides/gemma2_gemma3.py:26, olmo2.py:23). ``floor``: the admission floor
+    (``swa_admission_floor``)."""
     if row.release not in lists:
         return row
     return replace(
@@ -44,6 +67,7 @@ def with_swa(
         swa_split="budget",
         gpt_oss_sm100_swa_off=False,
         swa_config_opt_in=True,
+        swa_admission_floor=floor,
     )
 
 
