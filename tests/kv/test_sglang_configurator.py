@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from mmcli.errors import InputError
 from mmcli.kv.inputs.layer_config import load_config, read_document
 from mmcli.kv.sglang import SglangOptions, plan_sglang
 
@@ -77,18 +76,36 @@ def test_a_budget_the_weights_leave_non_positive_is_its_own_error(release: str) 
     assert small.refusal is not None and "Not enough memory" in small.refusal
 
 
-def test_multimodal_models_are_refused_from_0_5_18(tmp_path: Path) -> None:
-    # 0.5.18 mem_cache/kv_cache_configurator.py:1785: rest − mm_runtime_reservation_gb (:130:
-    # SGLANG_VLM_CACHE_SIZE_MB 100, plus SGLANG_MM_FEATURE_CACHE_MB 1024 with the cuda_ipc /
-    # cuda_vmm feature transport, resolved at start-up); 0.5.17 has no such reserve.
+@pytest.mark.parametrize("release", ["0.5.18", "0.5.23"])
+def test_multimodal_budget_loses_the_runtime_reserve_from_0_5_18(
+    tmp_path: Path, release: str
+) -> None:
+    # 0.5.18 mem_cache/kv_cache_configurator.py:1789 (0.5.23 :3038): rest_memory =
+    # available − slack − mm_runtime_reservation_gb; :130 (0.5.23 the same function):
+    # SGLANG_VLM_CACHE_SIZE_MB (environ.py:1146, 0.5.23 :1598: 100) / 1024, plus
+    # SGLANG_MM_FEATURE_CACHE_MB (1024) only with the cuda_ipc / cuda_vmm transport. A
+    # single-node launch resolves the transport to cpu (0.5.18 server_args.py:7911 ``if
+    # self.nnodes == 1: requested_transport = "cpu"``, 0.5.23 arg_groups/serving_hook.py:839),
+    # so the reserve is 100 MiB. 0.5.17 has no such reserve.
     doc = json.loads(QWEN3_235B.read_text())
     path = tmp_path / "config.json"
     path.write_text(json.dumps({**doc, "vision_config": {"hidden_size": 1024}}), "utf-8")
-    with pytest.raises(InputError, match="SGLang 0.5.18: a multimodal model's KV budget"):
-        plan(path, release="0.5.18", tp=4, memory_bytes=10 * GiB)
-    assert plan(path, release="0.5.17", tp=4, memory_bytes=10 * GiB).value("pool_tokens") == (
-        223_101
-    )
+    # --memory is rest_memory, after the reserve: 10 GiB // 48,128 B (94 layers × K+V × 1
+    # head per rank × 128 × 2 B) = 223,101 tokens on 0.5.17 and on 0.5.18 on alike.
+    for name in (release, "0.5.17"):
+        assert plan(path, release=name, tp=4, memory_bytes=10 * GiB).value("pool_tokens") == (
+            223_101
+        )
+    # From --gpu: int(80 GiB × 0.8) − 16 GiB / 4 = 60 GiB = 64,424,509,440 B, less 100 MiB
+    # (104,857,600 B) = 64,319,651,840 B; the text-only config keeps all 60 GiB.
+    gpu = {"gpu_bytes": 80 * GiB, "gpu_name": "H100", "weights_bytes": 16 * GiB}
+    vlm = plan(path, release=release, tp=4, mem_fraction_static=0.8, **gpu)
+    assert vlm.figures["budget_bytes"].value == 64_319_651_840
+    assert "mm_runtime_reservation_gb's 100 MiB" in (vlm.figures["budget_bytes"].estimate or "")
+    text = plan(QWEN3_235B, release=release, tp=4, mem_fraction_static=0.8, **gpu)
+    assert text.figures["budget_bytes"].value == 64_424_509_440
+    old = plan(path, release="0.5.17", tp=4, mem_fraction_static=0.8, **gpu)
+    assert old.figures["budget_bytes"].value == 64_424_509_440
 
 
 @pytest.mark.parametrize("release", ["0.5.18", "0.5.23"])

@@ -177,3 +177,29 @@ def test_0_5_13_clamps_the_piecewise_graphs_to_an_explicit_context_length() -> N
     assert fraction("0.5.13", H100, 1, context_length=2048).value == 0.831
     assert fraction("0.5.12", H100, 1, context_length=2048).value == 0.830
     assert fraction("0.5.13", H100, 1).value == 0.830
+
+
+#: Gemma 3 27B's vision tower (tests/kv/realworld/configs/google--gemma-3-27b-it_config.json):
+#: SigLIP, 27 layers × 1152.
+GEMMA3_VIT = {"num_hidden_layers": 27, "hidden_size": 1152}
+
+
+@pytest.mark.parametrize("release", [f"0.5.{n}" for n in range(5, 18)])
+def test_vit_scaled_fraction_is_kept_through_0_5_17(release: str) -> None:
+    # adjust_mem_fraction_for_vlm is line for line 0.5.4's in each release (server_args.py:3929
+    # in 0.5.5, :4278 0.5.6, :4877 0.5.7, :5483 0.5.9, :6396 0.5.10, :7774 0.5.13, :6997
+    # 0.5.14, :7954 0.5.16, :9083 0.5.17; 0.5.23 arg_groups/memory_hook.py:417), called on
+    # the default fraction of a multimodal model (0.5.5 :829, 0.5.17 :4800; language_only
+    # and PD decode off by default). Gemma 3's ViT: 27 × 1152² / (24 × 1024²) = 1.423828125;
+    # factor max(0.8, min(1.05, 1 − 0.1 × 0.423828125)) = 0.9576171875; × 0.95 =
+    # 0.909736328125 of the fraction the release computes without it.
+    rules = sglang_rules(release)
+    graphs = PrefillGraphs(multimodal=True)
+    doc = {"vision_config": GEMMA3_VIT}
+    scaled = default_fraction(rules, H100, tp=1, multimodal=True, doc=doc, graphs=graphs)
+    plain = default_fraction(rules, H100, tp=1, multimodal=False, doc=doc, graphs=graphs)
+    assert rules.vlm_rule == "vit-scaled"
+    assert scaled.value == pytest.approx(plain.value * 0.909736328125)
+    # On an H100 at tp 1 the graphs of a multimodal model are off, so every release reserves
+    # 512 + 12,288 + 512 + 128 = 13,440 MiB → 0.835 (the 0.5.13 case above).
+    assert plain.value == 0.835

@@ -123,6 +123,17 @@ _OWN_PREFILL_MAX_BS = ("MuseGlimmerForCausalLM", "MuseGlimmerForConditionalGener
 _MOE_KEYS = ("num_experts", "num_local_experts", "n_routed_experts")
 
 
+#: What a multimodal model's budget loses where ``multimodal_kv_reserve`` is set
+#: (``mm_runtime_reservation_gb``): SGLANG_VLM_CACHE_SIZE_MB (default 100) for the embedding
+#: cache, plus SGLANG_MM_FEATURE_CACHE_MB only with the cuda_ipc / cuda_vmm feature transport,
+#: which a single-node launch never picks unasked (it resolves the transport to cpu).
+MM_RUNTIME_RESERVE_BYTES = 100 * _MIB
+MM_RESERVE_WHY = (
+    "less mm_runtime_reservation_gb's 100 MiB (the multimodal embedding cache; the cpu feature "
+    "transport of a single-node launch adds none, --mm-feature-transport cuda_ipc / cuda_vmm "
+    "would add 1 GiB)"
+)
+
 #: The rules whose default fraction reserves the prefill (piecewise / breakable) CUDA graphs.
 _PREFILL_GRAPH_RULES = (
     "reserve-pcg",

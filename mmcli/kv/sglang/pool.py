@@ -18,6 +18,8 @@ from mmcli.errors import InputError
 from mmcli.kv.figures import EngineFigures, Figure, PoolRequest, max_concurrency
 from mmcli.kv.model import ModelConfig
 from mmcli.kv.sglang.budget import (
+    MM_RESERVE_WHY,
+    MM_RUNTIME_RESERVE_BYTES,
     Fraction,
     PrefillGraphs,
     default_fraction,
@@ -122,20 +124,22 @@ def _budget(
             "--memory",
         )
     multimodal = isinstance(doc.get("vision_config"), dict)
-    fraction = default_fraction(
-        rules,
-        options.gpu_bytes,
-        tp=options.tp,
-        multimodal=multimodal,
-        doc=doc,
-        chunked_prefill_size=options.chunked_prefill_size,
-        cuda_graph_max_bs=options.cuda_graph_max_bs,
-        graphs=graphs,
-        max_running_requests=options.max_running_requests,
-    )
-    if options.mem_fraction_static is not None:
-        fraction = Fraction(options.mem_fraction_static, "--mem-fraction-static")
+    fraction = Fraction(options.mem_fraction_static or 0.0, "--mem-fraction-static")
+    if options.mem_fraction_static is None:
+        fraction = default_fraction(
+            rules,
+            options.gpu_bytes,
+            tp=options.tp,
+            multimodal=multimodal,
+            doc=doc,
+            chunked_prefill_size=options.chunked_prefill_size,
+            cuda_graph_max_bs=options.cuda_graph_max_bs,
+            graphs=graphs,
+            max_running_requests=options.max_running_requests,
+        )
     rest = estimated_rest(options.gpu_bytes, options.weights_bytes // options.tp, fraction.value)
+    if rules.multimodal_kv_reserve and multimodal:
+        rest -= MM_RUNTIME_RESERVE_BYTES
     reason = (
         "estimate: SGLang measures free memory before and after loading the weights; mmcli "
         f"takes the {options.gpu_name or 'GPU'}'s total and subtracts the weights (CUDA "
@@ -144,6 +148,8 @@ def _budget(
     if multimodal and options.mem_fraction_static is None:
         reason += "; the vision-model adjustment of the default fraction is applied as if "
         reason += "SGLang treats this architecture as multimodal"
+    if rules.multimodal_kv_reserve and multimodal:
+        reason += f"; {MM_RESERVE_WHY}"
     source = f"estimate from --gpu {options.gpu_name} and --weights"
     return rest, Figure(rest, reason), source, fraction
 
@@ -201,13 +207,6 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
     user_requests = options.max_running_requests
     if spec is not None and user_requests is None:
         user_requests = DEFAULT_RUNNING_REQUESTS
-    if rules.multimodal_kv_reserve and isinstance(doc.get("vision_config"), dict):
-        raise InputError(
-            f"SGLang {rules.release}: a multimodal model's KV budget loses a runtime reserve "
-            "that is not mirrored (mm_runtime_reservation_gb: the embedding cache, and the "
-            "feature-transport pools of the transport picked at start-up)",
-            hint="plan a text-only model, or pick an earlier --sglang-version",
-        )
     graphs = PrefillGraphs(
         mla=cell.mla,
         multimodal=isinstance(doc.get("vision_config"), dict),

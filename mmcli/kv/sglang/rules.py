@@ -93,8 +93,8 @@ class SglangRules:
     #: memory for the KV cache" (0.5.14 ``_profile_available_bytes``) before the pool is sized.
     weights_overflow_error: bool = False
     #: Whether the budget of a multimodal model loses a runtime reserve (0.5.18
-    #: ``mm_runtime_reservation_gb``: its size depends on the feature transport resolved at
-    #: start-up, so such models are refused there).
+    #: ``mm_runtime_reservation_gb``: 100 MiB at a single-node launch, whose feature transport
+    #: resolves to cpu; budget.MM_RUNTIME_RESERVE_BYTES). ``--memory`` is the budget after it.
     multimodal_kv_reserve: bool = False
     #: Whether the "KV Cache is allocated." line names the pool's dtype (0.5.13
     #: mem_cache/memory_pool.py:819 "KV Cache is allocated. dtype: …, #tokens: …").
