@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from mmcli.kv.releases import describe, first_release, mirrored_range, value_history
     from mmcli.kv.result import ENGINE_CODES, KVPlan, SidePlan
     from mmcli.kv.serve import ServeArgs, parse_serve_line, serve_option
-    from mmcli.kv.sglang.releases import sglang_version_help
+    from mmcli.kv.sglang.version_help import sglang_version_help
     from mmcli.kv.side_by_side import refuse_vllm_only
     from mmcli.kv.state import MambaSpec
     from mmcli.kv.trtllm.releases import trtllm_blocks_by_path, trtllm_releases_help
@@ -74,7 +74,7 @@ _LAZY = {
     "ServeArgs": "mmcli.kv.serve",
     "parse_serve_line": "mmcli.kv.serve",
     "serve_option": "mmcli.kv.serve",
-    "sglang_version_help": "mmcli.kv.sglang.releases",
+    "sglang_version_help": "mmcli.kv.sglang.version_help",
     "MambaSpec": "mmcli.kv.state",
     "trtllm_releases_help": "mmcli.kv.trtllm.releases",
     "trtllm_blocks_by_path": "mmcli.kv.trtllm.releases",

@@ -31,7 +31,7 @@ from mmcli.kv.inputs.layer_config import load_config, read_document
 from mmcli.kv.sglang import DEFAULT_RELEASE, SglangOptions, plan_sglang, sglang_rules
 from mmcli.kv.sglang import RELEASES as RELEASES_READ
 from mmcli.kv.sglang.budget import PrefillGraphs, default_fraction
-from mmcli.kv.sglang.releases import sglang_version_help
+from mmcli.kv.sglang.version_help import sglang_version_help
 
 CONFIGS = Path(__file__).parent / "configs"
 QWEN3_235B = CONFIGS / "Qwen--Qwen3-235B-A22B-FP8.json"

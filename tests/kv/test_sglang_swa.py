@@ -24,7 +24,7 @@ import pytest
 from mmcli.errors import InputError
 from mmcli.kv.inputs.layer_config import load_config, read_document
 from mmcli.kv.sglang import SglangOptions, plan_sglang
-from mmcli.kv.sglang.releases import sglang_version_help
+from mmcli.kv.sglang.version_help import sglang_version_help
 
 KV = Path(__file__).parent
 GPT_OSS_20B = KV / "gpu_logs" / "configs" / "openai--gpt-oss-20b.json"

@@ -390,21 +390,3 @@ ARGS_FIRST_IN: dict[str, str] = {
     "c128_page_size": "0.5.18",
     "dsv4_prefill_backend": "0.5.19",
 }
-
-
-def sglang_version_help() -> str:
-    """The ``--sglang-version`` help: the releases read, the default, and the rows' limits."""
-    names = [r.release for r in RELEASES]
-    unread = [r.release for r in RELEASES if r.fraction_rule == "unread"]
-    sliding = [r.release for r in RELEASES if r.sliding_mirrored]
-    state = [r.release for r in RELEASES if r.hybrid_rule in ("fixed", "ratio")]
-    text = (
-        f"With --engine sglang/all: the SGLang release (one of the {len(names)} read, "
-        f"{names[0]} to {names[-1]}, and their .postN read; default {DEFAULT_RELEASE}"
-    )
-    if unread:
-        text += f"; {unread[0]} on with --gpu needs --mem-fraction-static"
-    return text + (
-        f"; sliding-window models: {sliding[-1]} or older; hybrid GDN / Mamba models: "
-        f"{state[-1]} or older)."
-    )
