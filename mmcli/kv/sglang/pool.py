@@ -318,9 +318,7 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
         elif nsa is not None:
             # get_kv_size_bytes adds the indexer pages to the latent rows (memory_pool.py).
             size = nsa.pool_bytes(tokens) / _GIB
-            result.log_lines[0] = (
-                f"KV Cache is allocated. #tokens: {tokens}, KV size: {size:.2f} GB"
-            )
+            result.log_lines[0] = f"{head}#tokens: {tokens}, KV size: {size:.2f} GB"
         if state is not None:
             # The state pool is built (and logged) before the token pool.
             pool_slots = slots if rules.hybrid_rule == "ratio" else reqs

@@ -91,11 +91,11 @@ _SWA_OFF_058 = (*_GEMMA_OFF, "Olmo2ForCausalLM")
 #: server_args.py ``_handle_gpu_memory_settings`` is the same in 0.5.10 – 0.5.12; 0.5.13 also
 #: clamps the piecewise graphs to --context-length, which is None unless given (a plan never
 #: gives it), and no longer lets the MoE runner turn the piecewise graphs off.
-#: The third item: whether the NSA pool is mirrored (0.5.10 only; ``dsa_mirrored``).
+#: The third item: whether the NSA pool is mirrored (0.5.10 – 0.5.12; ``dsa_mirrored``).
 _PCG_ROWS: tuple[tuple[str, bool, bool], ...] = (
     ("0.5.10", True, True),
-    ("0.5.11", True, False),
-    ("0.5.12", True, False),
+    ("0.5.11", True, True),
+    ("0.5.12", True, True),
     ("0.5.13", False, False),
 )
 _ADDED: dict[str, tuple[str, ...]] = {  # is_hybrid_swa_model additions: see swa_lists.py
