@@ -171,7 +171,8 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
     nsa: NsaCell | None = None
     if is_nsa(doc):
         nsa = nsa_for_budget(config, doc, rules, options)
-        cell = Cell(nsa.layers, 1, nsa.kv_lora_rank + nsa.qk_rope_head_dim, nsa.dtype_bytes, True)
+        dim = nsa.kv_lora_rank + nsa.qk_rope_head_dim
+        cell = Cell(nsa.layers, 1, dim, nsa.dtype_bytes, True, dtype_name=nsa.torch_dtype)
     elif any(isinstance(layer.spec, MambaSpec) for layer in config.layers):
         cell, state = hybrid_cell(config, doc, rules, tp=options.tp, kv_dtype=options.kv_dtype)
     else:
