@@ -72,10 +72,15 @@ def test_published_b200_log_is_reproduced(release: str) -> None:
         assert result.log_lines[0] == PUBLISHED
 
 
-def test_0510_fp8_on_blackwell_is_noted() -> None:
+@pytest.mark.parametrize("release", ["0.5.10", "0.5.11", "0.5.12", "0.5.13", "0.5.14"])
+def test_0510_fp8_on_blackwell_is_noted(release: str) -> None:
     # 0.5.10 on B200 picks the trtllm backends for fp8 (576-B rows): the same 975424 tokens
     # from the budget, but not the log's 43.67 GB; the plan shows Hopper's flashmla_kv row.
-    result = plan(release="0.5.10", tp=8, memory_bytes=975_424 * 43_188, kv_dtype="fp8")
+    # 0.5.11 / 0.5.12 the same: server_args.py ``_set_default_nsa_backends`` (0.5.11 :1620
+    # trtllm on SM100 / :1626 flashmla_kv on Hopper; 0.5.12 :1724 / :1730), the row from
+    # model_runner_kv_cache_mixin.py ``calculate_mla_kv_cache_dim`` (0.5.11 :133, trtllm
+    # keeps 576 at :149; 0.5.12 :139 / :155).
+    result = plan(release=release, tp=8, memory_bytes=975_424 * 43_188, kv_dtype="fp8")
     assert result.value("pool_tokens") == 975_424
     assert result.value("allocated_bytes_per_token") == 48_068
     assert any("trtllm NSA backends, whose row is the budget's 576 B" in n for n in result.notes)
@@ -90,6 +95,16 @@ def test_0510_fp8_on_blackwell_is_noted() -> None:
         ("0.5.6", "keeps attention tensor-parallel at --dp 1"),
         ("0.5.7", "keeps attention tensor-parallel at --dp 1"),
         ("0.5.10", "keeps attention tensor-parallel at --dp 1"),
+        # 0.5.11 server_args.py:1706-1736 / 0.5.12 the same block: DP attention only with
+        # --enable-nsa-prefill-context-parallel; page 64 on CUDA (0.5.11 :1749, 0.5.12 :1873).
+        ("0.5.11", "keeps attention tensor-parallel at --dp 1"),
+        ("0.5.12", "keeps attention tensor-parallel at --dp 1"),
+        # 0.5.13 server_args.py:1881-1921 / 0.5.14 :3560 the same (DP attention only with
+        # context-parallel prefill: --enable-dsa-prefill-context-parallel, 0.5.14
+        # --enable-prefill-cp); page 64 on CUDA (0.5.13 :1944, 0.5.14 :3622); auto is bfloat16
+        # on Hopper (0.5.13 :1745, 0.5.14 :3420).
+        ("0.5.13", "keeps attention tensor-parallel at --dp 1"),
+        ("0.5.14", "keeps attention tensor-parallel at --dp 1"),
     ],
 )
 def test_dp_attention_note_follows_the_release(release: str, wording: str) -> None:
@@ -125,7 +140,7 @@ def test_bf16_budget_and_allocation_agree() -> None:
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"release": "0.5.11"}, "SGLang 0.5.11: its NSA pool"),
+        ({"release": "0.5.15"}, "SGLang 0.5.15: its NSA pool"),
         ({"release": "0.5.17"}, "not mirrored"),
         ({"release": "0.5.4", "kv_dtype": "fp8_e5m2"}, "bfloat16 or fp8_e4m3 only"),
     ],
@@ -165,9 +180,15 @@ def test_gpu_budget_at_dp_1_takes_the_release_fraction() -> None:
     # 14,848 MiB and no piecewise graphs (an MLA model without an indexer adds 1,536):
     # round(67,072 / 81,920, 3) = 0.819; int(80 GiB × 0.819) − 80 GiB / 8 = 59,614,399,938 B;
     # // 78,324 = 761,125, floored to 64: 761,088.
-    result = plan(release="0.5.10", tp=8, gpu_bytes=80 * GiB, weights_bytes=80 * GiB)
-    assert result.value("pool_tokens") == 761_088
-    assert "no piecewise graphs for this model" in str(result.to_json())
+    # 0.5.11 / 0.5.12: the same fraction (server_args.py ``_handle_gpu_memory_settings``), V3.2
+    # still without piecewise graphs (configs/model_config.py:1447 in 0.5.11, :1559 in 0.5.12),
+    # and the same budget: model_executor/pool_configurator.py ``_compute_cell_size`` (0.5.11
+    # :113, the indexer at :141; 0.5.12 :125 / :153), ``available_bytes // cell_size`` (:173 /
+    # :185), floored to the page.
+    for release in ("0.5.10", "0.5.11", "0.5.12"):
+        result = plan(release=release, tp=8, gpu_bytes=80 * GiB, weights_bytes=80 * GiB)
+        assert result.value("pool_tokens") == 761_088
+        assert "no piecewise graphs for this model" in str(result.to_json())
 
 
 def test_auto_dtype_on_sm100_gpu_is_refused() -> None:
@@ -177,8 +198,33 @@ def test_auto_dtype_on_sm100_gpu_is_refused() -> None:
 
 def test_release_rows() -> None:
     mirrored = [r.release for r in RELEASES if r.dsa_mirrored]
-    assert mirrored == ["0.5.4", "0.5.5", "0.5.6", "0.5.7", "0.5.8", "0.5.9", "0.5.10"]
+    assert mirrored == [f"0.5.{n}" for n in range(4, 15)]
     assert [r.release for r in RELEASES if r.dsa_mirrored and r.dsa_dp_attention] == mirrored[:2]
     with pytest.raises(InputError) as info:
         plan(release="0.5.23", memory_bytes=GiB)
-    assert "--sglang-version 0.5.10" in (info.value.hint or "")
+    assert "--sglang-version 0.5.14" in (info.value.hint or "")
+
+
+@pytest.mark.parametrize("release", ["0.5.13", "0.5.14"])
+def test_0513_on_the_kv_line_names_the_dtype_and_the_graphs_are_kept(release: str) -> None:
+    # 0.5.13 mem_cache/memory_pool.py:825 / 0.5.14 :1029 log "KV Cache is allocated. dtype:
+    # {self.dtype}, #tokens: …, KV size: …" (KVCache.dtype is the cache dtype, 0.5.13 :783;
+    # DSATokenToKVPool logs after adding the indexer, :2271 / :2575). The budget:
+    # model_executor/pool_configurator.py ``_compute_cell_size`` (0.5.13 :125, indexer :153;
+    # 0.5.14 :165 / :193), ``available_bytes // cell_size`` (:185 / :225); the fp8 row from
+    # model_runner_kv_cache_mixin.py ``calculate_mla_kv_cache_dim`` (0.5.13 :186, 0.5.14 :226).
+    # (975488 · 656 + 15242 · 64 · 132) · 61 = 46,889,757,184 B = 43.67 GiB, as on 0.5.4.
+    result = plan(release=release, tp=8, memory_bytes=975_424 * 43_188, kv_dtype="fp8")
+    assert result.value("pool_tokens") == 975_424
+    assert result.log_lines[0] == (
+        "KV Cache is allocated. dtype: torch.float8_e4m3fn, #tokens: 975424, KV size: 43.67 GB"
+    )
+    # 0.5.13 configs/model_config.py ``piecewise_cuda_graph_disabled_model_archs`` no longer
+    # lists DeepseekV32ForCausalLM (0.5.14 :1713 neither), so the default fraction keeps the
+    # MLA piecewise graphs' 1,536 MiB: 14,848 + 1,536 = 16,384 MiB at tp 8 on 81,920 MiB
+    # (0.5.10's sum above); round(65,536 / 81,920, 3) = 0.8; int(80 GiB × 0.8) − 80 GiB / 8 =
+    # 57,982,058,496 B; // 78,324 = 740,284, floored to 64: 740,224 (bfloat16 on Hopper).
+    result = plan(release=release, tp=8, gpu_bytes=80 * GiB, weights_bytes=80 * GiB)
+    assert result.value("pool_tokens") == 740_224
+    assert "piecewise graphs 1,536 MiB (MLA)" in str(result.to_json())
+    assert result.log_lines[0].startswith("KV Cache is allocated. dtype: torch.bfloat16, ")

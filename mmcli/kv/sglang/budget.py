@@ -99,6 +99,9 @@ _NO_PIECEWISE = (
 )
 #: 0.5.14 configs/model_config.py:1713 ``piecewise_cuda_graph_disabled_model_archs`` (the DSA
 #: models left it in 0.5.13), and :1725 the multimodal architectures that keep the graphs.
+#: The DeepSeek sparse attention architectures on that list through 0.5.12 (0.5.13
+#: configs/model_config.py ``piecewise_cuda_graph_disabled_model_archs`` drops them).
+_DSA_ARCHS = ("DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM")
 _NO_PIECEWISE_0514 = (
     "DeepseekV4ForCausalLM",
     "DeepseekV4ForCausalLMNextN",
@@ -172,7 +175,9 @@ def _prefill_graphs_off(
     if rules.fraction_rule == "prefill-config":
         kept = any(a in _MULTIMODAL_PIECEWISE for a in archs)
         return (graphs.multimodal and not kept) or any(a in _NO_PIECEWISE_0514 for a in archs)
-    return graphs.multimodal or any(a in _NO_PIECEWISE for a in archs) or "index_topk" in text
+    dsa_off = rules.dsa_piecewise_graphs_off
+    off = [a for a in _NO_PIECEWISE if dsa_off or a not in _DSA_ARCHS]
+    return graphs.multimodal or any(a in off for a in archs) or ("index_topk" in text and dsa_off)
 
 
 def _prefill_graph_reserve(

@@ -71,6 +71,11 @@ class NsaCell:
         return self.dtype_bytes == 1
 
     @property
+    def torch_dtype(self) -> str:
+        """The pool's dtype as the KV line names it from 0.5.13 (``KVCache.dtype``)."""
+        return "torch.float8_e4m3fn" if self.fp8 else "torch.bfloat16"
+
+    @property
     def index_bytes(self) -> int:
         """Indexer bytes per token and layer: fp8 keys and one fp32 scale per 128."""
         return self.index_head_dim + self.index_head_dim // QUANT_BLOCK * _SCALE_BYTES

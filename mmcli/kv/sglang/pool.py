@@ -178,7 +178,8 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
     nsa: NsaCell | None = None
     if is_nsa(doc):
         nsa = nsa_for_budget(config, doc, rules, options)
-        cell = Cell(nsa.layers, 1, nsa.kv_lora_rank + nsa.qk_rope_head_dim, nsa.dtype_bytes, True)
+        dim = nsa.kv_lora_rank + nsa.qk_rope_head_dim
+        cell = Cell(nsa.layers, 1, dim, nsa.dtype_bytes, True, dtype_name=nsa.torch_dtype)
     elif any(isinstance(layer.spec, MambaSpec) for layer in config.layers):
         cell, state = hybrid_cell(config, doc, rules, tp=options.tp, kv_dtype=options.kv_dtype)
     else:
@@ -319,9 +320,7 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
         elif nsa is not None:
             # get_kv_size_bytes adds the indexer pages to the latent rows (memory_pool.py).
             size = nsa.pool_bytes(tokens) / _GIB
-            result.log_lines[0] = (
-                f"KV Cache is allocated. #tokens: {tokens}, KV size: {size:.2f} GB"
-            )
+            result.log_lines[0] = f"{head}#tokens: {tokens}, KV size: {size:.2f} GB"
         if state is not None:
             # The state pool is built (and logged) before the token pool.
             pool_slots = slots if rules.hybrid_rule == "ratio" else reqs

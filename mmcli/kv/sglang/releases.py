@@ -92,12 +92,12 @@ _SWA_OFF_058 = (*_GEMMA_OFF, "Olmo2ForCausalLM")
 #: server_args.py ``_handle_gpu_memory_settings`` is the same in 0.5.10 – 0.5.12; 0.5.13 also
 #: clamps the piecewise graphs to --context-length, which is None unless given (a plan never
 #: gives it), and no longer lets the MoE runner turn the piecewise graphs off.
-#: The third item: whether the NSA pool is mirrored (0.5.10 only; ``dsa_mirrored``).
+#: The third item: whether the NSA pool is mirrored (``dsa_mirrored``).
 _PCG_ROWS: tuple[tuple[str, bool, bool], ...] = (
     ("0.5.10", True, True),
-    ("0.5.11", True, False),
-    ("0.5.12", True, False),
-    ("0.5.13", False, False),
+    ("0.5.11", True, True),
+    ("0.5.12", True, True),
+    ("0.5.13", False, True),
 )
 _ADDED: dict[str, tuple[str, ...]] = {  # is_hybrid_swa_model additions: see swa_lists.py
     "0.5.10": (*MIMO_V2, *STEP3P5),
@@ -213,6 +213,7 @@ RELEASES = (
             dsa_mirrored=dsa,
             dsa_fp8_trtllm_on_blackwell=dsa,
             swa_config_opt_in=name == "0.5.13",
+            dsa_piecewise_graphs_off=name != "0.5.13",
         )
         #: 0.5.11 – 0.5.13 move the sizing into DefaultPoolConfigurator
         #: (model_executor/pool_configurator.py: ``available_bytes // cell_size``, floored to
@@ -271,6 +272,8 @@ _GRAPH_RULES: dict[int, FractionRule] = {
 }
 _SMALL_TIER_FROM = 20
 _RUNNING_CAP_FROM = 22
+#: The NSA pool is not mirrored from 0.5.15 (DSA defaults in arg_groups/overrides.py).
+_DSA_UNREAD_FROM = 15
 #: The releases whose fraction clamps the prefill graphs to --context-length (0.5.14 – 0.5.16).
 _CLAMPED_TO_CONTEXT = (14, 15, 16)
 RELEASES = (
@@ -282,6 +285,7 @@ RELEASES = (
                 release=f"0.5.{n}",
                 fraction_rule=_GRAPH_RULES[n],
                 prefill_graphs_clamped_to_context=n in _CLAMPED_TO_CONTEXT,
+                dsa_mirrored=n < _DSA_UNREAD_FROM,
             ),
             _SWA_OFF_058,
             UNMIRRORED,
@@ -302,6 +306,7 @@ RELEASES = (
                 small_gpu_graph_bs=48 if n >= _SMALL_TIER_FROM else 24,
                 small_gpu_graph_bs_tp4=160 if n >= _SMALL_TIER_FROM else 80,
                 graph_bs_capped_by_running=n >= _RUNNING_CAP_FROM,
+                dsa_mirrored=False,
             ),
             _SWA_OFF_058,
             UNMIRRORED,

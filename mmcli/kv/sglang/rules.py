@@ -159,7 +159,9 @@ class SglangRules:
     #: :71 / :99) and allocate the fp8 row of 656 B (0.5.4 memory_pool.py:1249; 0.5.5 :1587,
     #: 0.5.6 :1748, 0.5.7 :1839, 0.5.8 :1702 ``override_dim``; 0.5.9 / 0.5.10 the mixin's
     #: ``calculate_mla_kv_cache_dim``, :212 / :240, for every backend but trtllm and ROCm's
-    #: tilelang); 0.5.11 on (pool_configurator, HiSparse, the split DSA cache) refuse.
+    #: tilelang); 0.5.11 – 0.5.14 the same through model_executor/pool_configurator.py
+    #: (``_compute_cell_size``, the indexer :141 / :153 / :153 / :193); 0.5.15 on (the
+    #: arg_groups/overrides.py defaults, from 0.5.16 kv_cache_configurator.py) refuse.
     dsa_mirrored: bool = False
     #: The page size server_args forces for an NSA model on CUDA (0.5.4 server_args.py:1023,
     #: 0.5.5 :1075, 0.5.6 :973, 0.5.7 :1058, 0.5.8 :1158, 0.5.9 :1258, 0.5.10 :1583; from 0.5.8
@@ -179,3 +181,7 @@ class SglangRules:
     #: server_args.py:1465 – :1467; mixin :255 ``calculate_mla_kv_cache_dim``); before,
     #: fp8 takes flashmla_auto / flashmla_kv and the 656-B row on every GPU (0.5.9 :1161).
     dsa_fp8_trtllm_on_blackwell: bool = False
+    #: Whether SGLang captures no piecewise CUDA graphs for an NSA model under fraction_rule
+    #: "reserve-pcg" (DeepseekV32ForCausalLM on ``piecewise_cuda_graph_disabled_model_archs``,
+    #: configs/model_config.py:1353 in 0.5.10, :1447 in 0.5.11, :1559 in 0.5.12; 0.5.13 drops it).
+    dsa_piecewise_graphs_off: bool = True
