@@ -28,19 +28,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sglang_hybrid_cases import CONV, NEMOTRON_H, QWEN3_NEXT, SPEC, SSM, GiB, plan_with
 
 from mmcli.kv.figures import EngineFigures
-from mmcli.kv.inputs.layer_config import load_config, read_document
-from mmcli.kv.sglang import SglangOptions, plan_sglang
-
-CONFIGS = Path(__file__).parent / "configs"
-QWEN3_NEXT = CONFIGS / "Qwen--Qwen3-Next-80B-A3B-Thinking.json"
-NEMOTRON_H = CONFIGS / "nvidia--Nemotron-H-8B-Base-8K.json"
-GiB = 2**30
-SPEC = {"speculative_num_steps": 3, "speculative_eagle_topk": 1}
-#: Qwen3-Next at tp 1: 36 GDN layers, conv (8192, 3) bf16, SSM (32, 128, 128) fp32.
-CONV = 36 * 8192 * 3 * 2
-SSM = 36 * 32 * 128 * 128 * 4
 
 # (config, tp, budget, speculative) → (max_mamba_cache_size, max_total_num_tokens) printed by
 # 0.5.7's handle_max_mamba_cache (D = 4 with speculative decoding).
@@ -60,8 +50,7 @@ REFERENCE = [
 
 
 def plan(path: Path, **options: Any) -> EngineFigures:
-    options.setdefault("release", "0.5.7")
-    return plan_sglang(load_config(path), read_document(path), SglangOptions(**options))
+    return plan_with("0.5.7", path, **options)
 
 
 @pytest.mark.parametrize(("path", "tp", "budget", "spec", "slots", "tokens"), REFERENCE)

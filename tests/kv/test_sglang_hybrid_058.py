@@ -22,26 +22,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sglang_hybrid_cases import CELL, NEMOTRON_H, PER_REQ, QWEN3_NEXT, SPEC, GiB, plan_with
 
 from mmcli.errors import InputError
 from mmcli.kv.figures import EngineFigures
-from mmcli.kv.inputs.layer_config import load_config, read_document
-from mmcli.kv.sglang import SglangOptions, plan_sglang
-
-CONFIGS = Path(__file__).parent / "configs"
-QWEN3_NEXT = CONFIGS / "Qwen--Qwen3-Next-80B-A3B-Thinking.json"
-NEMOTRON_H = CONFIGS / "nvidia--Nemotron-H-8B-Base-8K.json"
-GiB = 2**30
-SPEC = {"speculative_num_steps": 3, "speculative_eagle_topk": 1}
-#: Qwen3-Next at tp 1: 36 GDN layers × (conv 8192×3 bf16 + SSM 32×128×128 fp32).
-PER_REQ = 36 * (8192 * 3 * 2 + 32 * 128 * 128 * 4)
-#: 12 full-attention layers × 2 KV heads × 256 × (K + V) × bf16.
-CELL = 12 * 2 * 256 * 2 * 2
 
 
 def plan(path: Path, **options: Any) -> EngineFigures:
-    options.setdefault("release", "0.5.8")
-    return plan_sglang(load_config(path), read_document(path), SglangOptions(**options))
+    return plan_with("0.5.8", path, **options)
 
 
 def test_per_request_state_and_cell() -> None:
@@ -52,10 +40,15 @@ def test_per_request_state_and_cell() -> None:
 
 
 @pytest.mark.parametrize("budget", [40, 60])
-def test_qwen3_next_without_speculative_caps_requests_at_slots_over_3(budget: int) -> None:
+@pytest.mark.parametrize("release", ["0.5.8", "0.5.9"])
+def test_qwen3_next_without_speculative_caps_requests_at_slots_over_3(
+    budget: int, release: str
+) -> None:
+    # 0.5.9 without speculative decoding: the same ratio solve (mixin :186 – :202) and cap
+    # (:362 – :368).
     slots = int(budget * 0.9 / (1 + 0.9) * GiB // PER_REQ)
     tokens = int((budget - slots * PER_REQ / GiB) * GiB // CELL)
-    result = plan(QWEN3_NEXT, memory_bytes=budget * GiB)
+    result = plan(QWEN3_NEXT, release=release, memory_bytes=budget * GiB)
     assert result.value("state_slots") == slots
     assert result.value("pool_tokens") == tokens
     # Request pool min(max(tokens / 262,144 × 512, 2048), 4096) = 2048, then slots // 3.

@@ -21,40 +21,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sglang_hybrid_cases import CELL, NEMOTRON_H, PER_REQ, QWEN3_NEXT, SPEC, GiB, plan_with
 
 from mmcli.errors import InputError
 from mmcli.kv.figures import EngineFigures
-from mmcli.kv.inputs.layer_config import load_config, read_document
-from mmcli.kv.sglang import SglangOptions, plan_sglang
 
-CONFIGS = Path(__file__).parent / "configs"
-QWEN3_NEXT = CONFIGS / "Qwen--Qwen3-Next-80B-A3B-Thinking.json"
-NEMOTRON_H = CONFIGS / "nvidia--Nemotron-H-8B-Base-8K.json"
 QWEN3_6 = (
     Path(__file__).parent / "realworld/configs/Qwen--Qwen3.6-35B-A3B.text_config.RECONSTRUCTED.json"
 )
-GiB = 2**30
-SPEC = {"speculative_num_steps": 3, "speculative_eagle_topk": 1}
-#: Qwen3-Next at tp 1: 36 GDN layers × (conv 8192×3 bf16 + SSM 32×128×128 fp32).
-PER_REQ = 36 * (8192 * 3 * 2 + 32 * 128 * 128 * 4)
-#: 12 full-attention layers × 2 KV heads × 256 × (K + V) × bf16.
-CELL = 12 * 2 * 256 * 2 * 2
 
 
 def plan(path: Path, **options: Any) -> EngineFigures:
-    options.setdefault("release", "0.5.9")
-    return plan_sglang(load_config(path), read_document(path), SglangOptions(**options))
-
-
-@pytest.mark.parametrize("budget", [40, 60])
-def test_qwen3_next_without_speculative_takes_the_ratio(budget: int) -> None:
-    slots = int(budget * 0.9 / (1 + 0.9) * GiB // PER_REQ)
-    tokens = int((budget - slots * PER_REQ / GiB) * GiB // CELL)
-    result = plan(QWEN3_NEXT, memory_bytes=budget * GiB)
-    assert result.value("state_slots") == slots
-    assert result.value("pool_tokens") == tokens
-    assert result.value("max_running_requests") == slots // 3
-    assert result.refusal is None
+    return plan_with("0.5.9", path, **options)
 
 
 def test_qwen3_next_with_speculative_turns_the_radix_cache_off() -> None:
