@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Literal
 
 Severity = Literal["error", "warning", "info"]
@@ -22,14 +22,13 @@ class Finding:
 
     def to_json(self, *, location: Literal["item", "layer"] = "item") -> dict[str, Any]:
         """The SPEC's JSON shape: ``item`` for embeddings, ``layer`` for KV sharing."""
-        data = asdict(self)
-        data.pop("layer" if location == "item" else "item")
+        # Read field by field: asdict's deep copy costs seconds on a million-layer map.
         return {
-            "code": data["code"],
-            "severity": data["severity"],
-            location: data[location],
-            "message": data["message"],
-            "hint": data["hint"],
+            "code": self.code,
+            "severity": self.severity,
+            location: self.item if location == "item" else self.layer,
+            "message": self.message,
+            "hint": self.hint,
         }
 
 
