@@ -145,11 +145,12 @@ def parse_sglang_log(text: str) -> SglangLog | None:
     """The SGLang figures of ``text``, or None when it has no SGLang pool line."""
     log = SglangLog()
     for line in _lines(text):
-        if m := _SGL_SWA.search(line) or _SGL_SWA_USAGE.search(line) or _SGL_POOL.search(line):
-            log.pool_lines.append(line[m.start() :].strip())
-        if m := _SGL_SWA.search(line):
-            log.swa_full_tokens, log.swa_tokens = int(m[1]), int(m[2])
-        elif (m := _SGL_POOL.search(line)) and log.tokens is None:
+        swa, pool = _SGL_SWA.search(line), _SGL_POOL.search(line)
+        if kv := swa or _SGL_SWA_USAGE.search(line) or pool:
+            log.pool_lines.append(line[kv.start() :].strip())
+        if swa:
+            log.swa_full_tokens, log.swa_tokens = int(swa[1]), int(swa[2])
+        elif (m := pool) and log.tokens is None:
             log.va_upper_bound, log.kv_line_dtype = m[1] != "is allocated", m[2]
             log.tokens = int(m[3])
             log.mla = m[6] is not None

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mmcli.dtypes import KV_DTYPE_BYTES
+from mmcli.dtypes import find as find_dtype
 from mmcli.errors import InputError
 from mmcli.kv.model import ModelConfig, architecture
 from mmcli.kv.sglang.hybrid import HybridState, hybrid_state
@@ -119,18 +120,14 @@ def sglang_cell(
     return Cell(len(attention), heads, spec.head_size, dtype_bytes, mla, sliding, name)
 
 
-#: The torch dtype of SGLang's pool for --kv-cache-dtype (fp8: the e4m3 / e5m2 types), and for
-#: ``auto`` the model dtype's (mem_cache/memory_pool.py names ``self.dtype``).
-_TORCH_DTYPES = {
-    "fp8_e4m3": "torch.float8_e4m3fn",
-    "fp8_e5m2": "torch.float8_e5m2",
-    "bfloat16": "torch.bfloat16",
-    "float16": "torch.float16",
-}
-
-
 def _torch_dtype(spec: KVCacheSpec, kv_dtype: str) -> str:
-    return _TORCH_DTYPES.get(spec.dtype if kv_dtype == "auto" else kv_dtype, "")
+    """The torch dtype of SGLang's pool as its KV line names it (mem_cache/memory_pool.py
+    ``self.dtype``): --kv-cache-dtype's (fp8_e4m3 is torch.float8_e4m3fn), for ``auto`` the
+    model's; "" for a dtype a KV pool does not take (1- and 2-byte floats only)."""
+    found = find_dtype(spec.dtype if kv_dtype == "auto" else kv_dtype)
+    if found is None or found.kind != "float" or found.bits not in (8, 16):
+        return ""
+    return f"torch.{found.name}"
 
 
 def kv_line_head(rules: SglangRules, cell: Cell) -> str:
