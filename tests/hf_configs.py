@@ -5,6 +5,20 @@ from __future__ import annotations
 
 from typing import Any
 
+#: Meta-Llama-3-8B's config.json (the keys the tests read): hidden 4096, intermediate 14336,
+#: vocab 128256, 32 heads, 8 KV heads, 32 layers, bfloat16.
+LLAMA3_8B: dict[str, Any] = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "vocab_size": 128256,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "num_hidden_layers": 32,
+    "torch_dtype": "bfloat16",
+}
+
 
 def gemma(n: int, **extra: Any) -> dict[str, Any]:
     """A Gemma-3-like text config of ``n`` layers: 4 KV heads × 256 (a 65,536-byte bf16 page),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 
 import pytest
+from hf_configs import LLAMA3_8B
 
 from mmcli.kv import PlanRequest, plan_run
 from mmcli.kv.whatif import components as c
@@ -66,15 +67,7 @@ def test_a_complete_config_does_not_consult_transformers(
     """A config with every key the formula needs is read as given (Meta-Llama-3-8B's
     config.json: vocab 128,256), with no class defaults recorded."""
     monkeypatch.setitem(sys.modules, "transformers", None)
-    llama = {
-        "model_type": "llama",
-        "hidden_size": 4096,
-        "intermediate_size": 14336,
-        "vocab_size": 128256,
-        "num_attention_heads": 32,
-        "num_key_value_heads": 8,
-    }
-    geo = c.geometry(llama)
+    geo = c.geometry(LLAMA3_8B)
     assert geo is not None and geo.vocab == 128_256 and geo.class_defaults == {}
     assert "class_defaults" not in geo.to_json()
 

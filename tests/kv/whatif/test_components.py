@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from hf_configs import LLAMA3_8B
 
 from mmcli.errors import InputError
 from mmcli.kv import PlanRequest, plan_run
@@ -12,17 +13,6 @@ from mmcli.kv.whatif.gpus import default_max_num_batched_tokens, default_max_num
 
 GIB = 2**30
 
-#: Meta-Llama-3-8B's config.json: hidden 4096, intermediate 14336, vocab 128256, 32 heads,
-#: 8 KV heads, bfloat16.
-LLAMA3_8B = {
-    "hidden_size": 4096,
-    "intermediate_size": 14336,
-    "vocab_size": 128256,
-    "num_attention_heads": 32,
-    "num_key_value_heads": 8,
-    "num_hidden_layers": 32,
-    "torch_dtype": "bfloat16",
-}
 
 #: Qwen2-7B-Instruct as transformers printed its config (tests/kv/gpu_logs/configs/).
 QWEN2_7B = {

@@ -26,24 +26,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hf_configs import LLAMA3_8B as LLAMA
 
 from mmcli.kv import PlanRequest, plan_run
 from mmcli.kv.releases import CHANGES, rules_for
 from mmcli.kv.whatif.runner import default_runner, graph_term_subtracted, state_kind
 
-#: Meta-Llama-3-8B's config.json (hidden 4096, intermediate 14336, vocab 128256, 32 heads,
-#: 8 KV heads, 32 layers, bfloat16).
-LLAMA = {
-    "architectures": ["LlamaForCausalLM"],
-    "model_type": "llama",
-    "hidden_size": 4096,
-    "intermediate_size": 14336,
-    "vocab_size": 128256,
-    "num_attention_heads": 32,
-    "num_key_value_heads": 8,
-    "num_hidden_layers": 32,
-    "torch_dtype": "bfloat16",
-}
 QWEN3 = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "num_hidden_layers": 4}
 #: A MoE that no release lists (Qwen3-30B-A3B: 128 experts).
 QWEN3_MOE = {
