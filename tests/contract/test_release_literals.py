@@ -28,6 +28,7 @@ TABLES = {
     PACKAGE / "kv" / "release_rows.py",
     PACKAGE / "kv" / "served_releases.py",
     PACKAGE / "kv" / "sglang" / "releases.py",
+    PACKAGE / "kv" / "sglang" / "release_names.py",
     PACKAGE / "kv" / "trtllm" / "releases.py",
     PACKAGE / "_version.py",  # mmcli's own release
 }

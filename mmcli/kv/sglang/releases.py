@@ -13,10 +13,11 @@ from dataclasses import replace
 
 from mmcli.errors import InputError
 from mmcli.kv.sglang import swa_lists as sl
+from mmcli.kv.sglang.release_names import ALIASES, ARGS_FIRST_IN
 from mmcli.kv.sglang.rules import FractionRule, HybridRule, SglangRules, SwaSplit
 from mmcli.kv.sglang.swa_lists import LLAMA4_GPT_OSS, MIMO_V2, QWEN3_5, STEP3P5, with_swa
 
-__all__ = ["FractionRule", "HybridRule", "SglangRules", "SwaSplit"]
+__all__ = ["ARGS_FIRST_IN", "FractionRule", "HybridRule", "SglangRules", "SwaSplit"]
 
 _GEMMA_OFF = (
     "Gemma2ForCausalLM",
@@ -336,22 +337,6 @@ RELEASES = tuple(
 #: The newest release mirrored on both budget paths: its fraction_rule is not "unread".
 DEFAULT_RELEASE = next(r.release for r in reversed(RELEASES) if r.fraction_rule != "unread")
 _BY_NAME = {r.release: r for r in RELEASES}
-#: Short spellings of a read release (``0.4.6`` is the 0.4.6.post5 wheel that was read), and
-#: post releases read and found to size the pool as their base release does.
-_ALIASES = {
-    "0.4.6": "0.4.6.post5",
-    "0.4.9": "0.4.9.post2",
-    "0.5.5.post1": "0.5.5",
-    "0.5.5.post2": "0.5.5",
-    "0.5.5.post3": "0.5.5",
-    "0.5.6.post1": "0.5.6",
-    "0.5.6.post2": "0.5.6",
-    "0.5.8.post1": "0.5.8",
-    "0.5.10.post1": "0.5.10",
-    "0.5.12.post1": "0.5.12",
-    "0.5.13.post1": "0.5.13",
-    "0.5.15.post1": "0.5.15",
-}
 
 
 def sglang_rules(release: str | None) -> SglangRules:
@@ -359,7 +344,7 @@ def sglang_rules(release: str | None) -> SglangRules:
     if release is None:
         return _BY_NAME[DEFAULT_RELEASE]
     name = release.strip().lstrip("v")
-    found = _BY_NAME.get(_ALIASES.get(name, name))
+    found = _BY_NAME.get(ALIASES.get(name, name))
     if found is None:
         read = ", ".join(r.release for r in RELEASES)
         raise InputError(
@@ -373,25 +358,3 @@ def sglang_rules(release: str | None) -> SglangRules:
 def newest_release(test: Callable[[SglangRules], bool]) -> str:
     """The newest release read whose rules pass ``test`` (for hints, formatted from rows)."""
     return next(r.release for r in reversed(RELEASES) if test(r))
-
-
-#: A ``ServerArgs`` field first in each release (the dataclass of server_args.py of each wheel,
-#: 0.5.4 – 0.5.19; each stays through 0.5.23, server_args.py / arg_groups): a ``server_args``
-#: line that names one is of that release or a later one. 0.5.20 – 0.5.23 were not told apart.
-ARGS_FIRST_IN: dict[str, str] = {
-    "debug_tensor_dump_layers": "0.5.5",
-    "enable_attn_tp_input_scattered": "0.5.6",
-    "enable_dynamic_chunking": "0.5.7",
-    "enable_prefill_delayer": "0.5.8",
-    "attn_cp_size": "0.5.9",
-    "disable_priority_preemption": "0.5.10",
-    "batch_notify_size": "0.5.11",
-    "detokenizer_worker_num": "0.5.12",
-    "disable_attn_tp_gather": "0.5.13",
-    "cuda_graph_backend_decode": "0.5.14",
-    "dcp_size": "0.5.15",
-    "elastic_ep_initial_size": "0.5.16",
-    "dwdp_size": "0.5.17",
-    "c128_page_size": "0.5.18",
-    "dsv4_prefill_backend": "0.5.19",
-}
