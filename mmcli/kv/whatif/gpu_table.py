@@ -53,6 +53,25 @@ GPUS: Final[tuple[GPU, ...]] = (
         _OOM.format("93.00") + " on an H100 NVL 94GB, https://github.com/ali-vilab/VACE/issues/56",
         ("H100NVL", "H100-94GB"),
     ),
+    GPU(
+        "H100-PCIe",
+        "80 GB HBM2e",
+        _gib(79.19),
+        _OOM.format("79.19") + " under 'device model=NVIDIA H100 PCIe', "
+        "https://github.com/sms1097/FoundationTS/blob/0ccdb6a6a1033b13d1570bfb530dd96d0229df24/"
+        "docs/proflie_training.md",
+        ("H100-PCIE-80GB",),
+    ),
+    GPU(
+        "H20",
+        "96 GB HBM3",
+        97285 * 2**20,
+        "torch.cuda.get_device_properties' \"_CudaDeviceProperties(name='NVIDIA H20', major=9, "
+        'minor=0, total_memory=97285MB, ...)" (MiB, rounded down: 95.00 GiB), '
+        "https://github.com/alipay/PainlessInferenceAcceleration/blob/"
+        "be680b4654e150e361caeb7e34fe53268f156685/flood/flood/ops/seg_mla.py",
+        ("H20-96GB",),
+    ),
     GPU("H200", "141 GB HBM3e", _gib(139.80), _OOM.format("139.80"), ("H200-141GB", "H200-SXM")),
     GPU(
         "A100-80GB",

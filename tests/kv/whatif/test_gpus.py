@@ -248,13 +248,10 @@ def test_every_source_is_a_link_or_says_typical() -> None:
 
 @pytest.mark.parametrize(
     "name",
-    # Cards with no citable CUDA / HIP reading found (H100 PCIe, H20, B300, GB200, GB300,
-    # MI250 / MI250X, MI325X, MI355X): refused rather than given an invented figure. An
-    # nvidia-smi total alone is not CUDA's: H20's 97871MiB (95.58 GiB,
-    # https://github.com/NVIDIA/nvtrust/issues/128) is, like an H100 80GB HBM3's 81559MiB
-    # (79.65 GiB) whose torch total is 79.11 GiB (https://github.com/vllm-project/vllm/issues/27508),
-    # more than CUDA reports.
-    ["H100-PCIe", "H20", "B300", "GB200", "GB300", "MI250X", "MI325X", "MI355X"],
+    # Cards with no citable CUDA / HIP reading found (B300, GB200, GB300, MI250 / MI250X,
+    # MI325X, MI355X): refused rather than given an invented figure. An nvidia-smi total alone
+    # is not CUDA's (see test_h20_reading_is_torchs_not_nvidia_smis).
+    ["B300", "GB200", "GB300", "MI250X", "MI325X", "MI355X"],
 )
 def test_cards_without_a_cited_reading_are_refused(name: str) -> None:
     with pytest.raises(InputError, match="unknown GPU") as info:
@@ -330,3 +327,36 @@ def test_l40_and_l40s_are_two_entries() -> None:
     # an L40S reading is linked.
     assert resolve_gpu("L40").name == "L40" and resolve_gpu("L40S").name == "L40S"
     assert "(L40)" in resolve_gpu("L40S").source
+
+
+@pytest.mark.parametrize(
+    ("name", "total_bytes", "gib"),
+    [
+        # torch's OOM "GPU 0 has a total capacity of 79.19 GiB" under "device model=NVIDIA H100
+        # PCIe" (https://github.com/sms1097/FoundationTS/blob/
+        # 0ccdb6a6a1033b13d1570bfb530dd96d0229df24/docs/proflie_training.md).
+        ("H100-PCIe", None, 79.19),
+        ("h100 pcie", None, 79.19),
+        # torch.cuda.get_device_properties(0) printed as "_CudaDeviceProperties(name='NVIDIA
+        # H20', major=9, minor=0, total_memory=97285MB, multi_processor_count=78)"
+        # (https://github.com/alipay/PainlessInferenceAcceleration/blob/
+        # be680b4654e150e361caeb7e34fe53268f156685/flood/flood/ops/seg_mla.py); torch prints
+        # totalGlobalMem ÷ 2²⁰ rounded down: 97285 × 1,048,576 = 102,010,716,160 B = 95.00 GiB.
+        ("H20", 102_010_716_160, 95.00),
+    ],
+)
+def test_h100_pcie_and_h20_readings(name: str, total_bytes: int | None, gib: float) -> None:
+    gpu = resolve_gpu(name)
+    assert round(gpu.total_gib, 2) == gib
+    if total_bytes is not None:
+        assert gpu.total_bytes == total_bytes
+    assert "https://" in gpu.source and not gpu.unified
+
+
+def test_h20_reading_is_torchs_not_nvidia_smis() -> None:
+    # nvidia-smi shows an H20 as 97871MiB (https://github.com/NVIDIA/nvtrust/issues/128): 586 MiB
+    # above torch's 97285 MiB, as an H100 80GB HBM3's 81559MiB sits above its torch total of
+    # 79.11 GiB = 81,008.6 MiB (https://github.com/vllm-project/vllm/issues/27508).
+    assert resolve_gpu("H20").total_bytes == 97285 * 2**20 < 97871 * 2**20
+    assert resolve_gpu("H100").total_bytes < 81559 * 2**20
+    assert resolve_gpu("H100-PCIe") is not resolve_gpu("H100")
