@@ -25,7 +25,7 @@ from math import prod
 from typing import Any
 
 from mmcli.errors import InputError
-from mmcli.kv.sglang.releases import SglangRules, newest_release
+from mmcli.kv.sglang.releases import RELEASES, SglangRules, newest_release
 
 _GIB = 2**30
 
@@ -86,9 +86,11 @@ class HybridState:
         )
 
 
-def _newest_state_pool() -> str:
-    """The newest release whose hybrid state pool is mirrored."""
-    return newest_release(lambda r: r.hybrid_rule in ("fixed", "ratio"))
+def _newest_state_pool(before: str | None = None) -> str:
+    """The newest release whose hybrid state pool is mirrored (older than ``before``)."""
+    names = [r.release for r in RELEASES]
+    end = names.index(before) if before in names else len(names)
+    return next(r.release for r in reversed(RELEASES[:end]) if r.hybrid_rule in ("fixed", "ratio"))
 
 
 def _refuse(what: str, hint: str) -> InputError:
@@ -274,7 +276,7 @@ def hybrid_state(doc: dict[str, Any], rules: SglangRules, arch: str, *, tp: int)
         raise _refuse(
             f"{arch or 'this architecture'} (a hybrid Mamba / GDN / linear-attention model): "
             f"the state pool of SGLang {rules.release} is not mirrored (its sizing changed "
-            f"after {_newest_state_pool()})",
+            f"after {_newest_state_pool(rules.release)})",
             f"pass --sglang-version {_newest_state_pool()}, or plan it for vLLM (--engine vllm)",
         )
     if arch in rules.hybrid_unmirrored:

@@ -325,12 +325,32 @@ _QUANT_FROM = [r.release for r in RELEASES].index("0.5.3")
 #: allocated. #tokens: …" (memory_pool.py:453 in 0.5.4, :744 in 0.5.12).
 _DTYPE_LINE_FROM = [r.release for r in RELEASES].index("0.5.13")
 _SSM_FROM = [r.release for r in RELEASES].index("0.5.9")  # see ssm_dtype_from_config
+#: 0.5.16 on: KVCacheConfigurator._handle_max_mamba_cache (mem_cache/kv_cache_configurator.py
+#: :1703 in 0.5.16) solves the slots as 0.5.9's mixin does without speculative decoding (its
+#: pre-capture reserve only under SGLANG_ENABLE_POST_CAPTURE_KV_SIZING, False); the radix
+#: strategy "auto" resolves to extra_buffer for the three models (arg_groups/overrides.py
+#: _mamba_radix_cache_resolution, :1190 in 0.5.16: overlap on, linear_attn_backend triton),
+#: so requests are capped at slots // (3 + 2) (_calculate_mamba_ratio :1572). Speculative
+#: decoding (a joint solve, :1756) is not mirrored there.
+_STATE_POOL_FROM = [r.release for r in RELEASES].index("0.5.16")
 RELEASES = tuple(
     replace(
         r,
         kv_quant_algo_refused=i >= _QUANT_FROM,
         kv_line_names_dtype=i >= _DTYPE_LINE_FROM,
         ssm_dtype_from_config=i >= _SSM_FROM,
+    )
+    if i < _STATE_POOL_FROM
+    else replace(
+        r,
+        kv_quant_algo_refused=True,
+        kv_line_names_dtype=True,
+        ssm_dtype_from_config=True,
+        hybrid_rule="ratio",
+        hybrid_models=_HYBRID_054,
+        mamba2_radix_cache=True,
+        mamba_slots_per_request=5,
+        hybrid_unmirrored=QWEN3_5,
     )
     for i, r in enumerate(RELEASES)
 )
