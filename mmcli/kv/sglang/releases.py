@@ -215,6 +215,17 @@ RELEASES = (
             dsa_fp8_trtllm_on_blackwell=dsa,
             swa_config_opt_in=name == "0.5.13",
             dsa_piecewise_graphs_off=name != "0.5.13",
+            #: 0.5.9's state pool (mixin :179 – :238 in 0.5.10, the same solve in 0.5.11 –
+            #: 0.5.13 without speculative decoding), capped at slots // 3 (:854); speculative
+            #: decoding under the radix cache stops the start (server_args.py:2207 in 0.5.10).
+            hybrid_rule="ratio",
+            hybrid_models=_HYBRID_054,
+            speculative_states_reserved=True,
+            mamba2_radix_cache=True,
+            speculative_radix_error=True,
+            mamba_radix_page_one=name != "0.5.10",
+            mamba_slots_error=name == "0.5.13",
+            hybrid_unmirrored=QWEN3_5,
         )
         #: 0.5.11 – 0.5.13 move the sizing into DefaultPoolConfigurator
         #: (model_executor/pool_configurator.py: ``available_bytes // cell_size``, floored to
@@ -240,6 +251,13 @@ _CONFIGURATOR = replace(
     hybrid_swa_archs=(),
     swa_split="none",
     gpt_oss_sm100_swa_off=True,
+    #: 0.5.14 on resolve mamba_radix_cache_strategy "auto" to extra_buffer under the overlap
+    #: schedule (server_args.py:4380 ``_handle_mamba_radix_cache``): not mirrored.
+    hybrid_rule="unread",
+    hybrid_models=(),
+    hybrid_unmirrored=(),
+    speculative_states_reserved=False,
+    speculative_radix_error=False,
 )
 
 
