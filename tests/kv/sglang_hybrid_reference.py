@@ -3,7 +3,8 @@
 Not a test (it needs the wheels): ``pip download sglang==0.5.3 sglang==0.5.4 --no-deps``,
 unzip each, then ``python tests/kv/sglang_hybrid_reference.py SRC_0.5.3 SRC_0.5.4`` with torch
 and numpy installed (add ``SRC_0.5.5 SRC_0.5.6 SRC_0.5.7``, sglang 0.5.5 – 0.5.7 unzipped, for
-their figures, with and without speculative_num_draft_tokens). It takes from each wheel's
+their figures, with and without speculative_num_draft_tokens; ``… newer 0.5.10=SRC …`` for
+0.5.9 – 0.5.13 without it). It takes from each wheel's
 source, unchanged, the config classes' state-shape properties (``configs/qwen3_next.py``,
 ``configs/nemotron_h.py``, ``configs/mamba_utils.py``) and ``handle_max_mamba_cache`` (0.5.4 –
 0.5.6 ``ModelRunner``'s; 0.5.7 ``ModelRunnerKVCacheMixin``'s, model_runner_kv_cache_mixin.py
@@ -54,6 +55,7 @@ def _config(src: Path, file: str, cls: str, doc: dict[str, Any], tp: int, extra:
         "get_tensor_model_parallel_world_size": lambda: tp,
         "MAMBA": "M",
         "ATTENTION": "*",
+        "_is_cpu": False,  # 0.5.9 on: qwen3_next.py's CPU-only head adjustment
     }
     # 0.5.5 on import the attention tp size inside the config's properties.
     attention = types.ModuleType("sglang.srt.layers.dp_attention")
@@ -64,6 +66,14 @@ def _config(src: Path, file: str, cls: str, doc: dict[str, Any], tp: int, extra:
         fake = types.ModuleType("sglang.srt.distributed.utils")
         fake.divide = divide  # type: ignore[attr-defined]
         sys.modules["sglang.srt.distributed.utils"] = fake
+        # 0.5.9 on read SGLANG_MAMBA_CONV_DTYPE / SGLANG_MAMBA_SSM_DTYPE through environ.envs.
+        environ = types.ModuleType("sglang.srt.environ")
+        var = lambda name: types.SimpleNamespace(get=lambda: os.environ.get(name))  # noqa: E731
+        environ.envs = types.SimpleNamespace(  # type: ignore[attr-defined]
+            SGLANG_MAMBA_CONV_DTYPE=var("SGLANG_MAMBA_CONV_DTYPE"),
+            SGLANG_MAMBA_SSM_DTYPE=var("SGLANG_MAMBA_SSM_DTYPE"),
+        )
+        sys.modules["sglang.srt.environ"] = environ
         module = types.ModuleType("mamba_utils")
         sys.modules["mamba_utils"] = module
         exec(compile(utils.read_text(), str(utils), "exec"), module.__dict__)
@@ -157,7 +167,26 @@ def run(
         print(f"  rest {rest_bytes} B: max_mamba_cache_size {slots}, max_total_num_tokens {tokens}")
 
 
+def main_newer(pairs: list[str]) -> None:
+    """``newer RELEASE=SRC …`` (0.5.9 – 0.5.13): the figures without speculative decoding,
+    radix cache on (Qwen3-Next at 40 / 60 GiB, Nemotron-H at 60 / 70 GiB, tp 1)."""
+    qwen = json.loads((CONFIGS / "Qwen--Qwen3-Next-80B-A3B-Thinking.json").read_text())
+    nemo = json.loads((CONFIGS / "nvidia--Nemotron-H-8B-Base-8K.json").read_text())
+    gib = 1 << 30
+    for pair in pairs:
+        rel, src = pair.split("=", 1)
+        budgets = [40 * gib, 60 * gib]
+        run(Path(src), rel, "qwen3_next.py", "Qwen3NextConfig", qwen, {}, 1, 24_576, budgets, True)
+        budgets = [60 * gib, 70 * gib]
+        cell = 8 * 128 * 4 * 2 * 2
+        extra = {"conv_kernel": 4}
+        run(Path(src), rel, "nemotron_h.py", "NemotronHConfig", nemo, extra, 1, cell, budgets, True)
+
+
 def main() -> None:
+    if sys.argv[1] == "newer":
+        main_newer(sys.argv[2:])
+        return
     src053, src054 = Path(sys.argv[1]), Path(sys.argv[2])
     names = ("0.5.5", "0.5.6", "0.5.7")
     later = [(Path(a), r) for a, r in zip(sys.argv[3:], names, strict=False)]

@@ -85,6 +85,6 @@ def test_speculative_decoding_stays_refused_naming_0_5_9(release: str) -> None:
 
 def test_a_release_between_names_the_newest_older_state_pool() -> None:
     with pytest.raises(
-        InputError, match=r"0\.5\.12 is not mirrored \(its sizing changed after 0\.5\.9"
+        InputError, match=r"0\.5\.14 is not mirrored \(its sizing changed after 0\.5\.13"
     ):
-        plan("0.5.12", QWEN3_NEXT, memory_bytes=40 * GiB)
+        plan("0.5.14", QWEN3_NEXT, memory_bytes=40 * GiB)

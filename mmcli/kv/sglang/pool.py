@@ -218,6 +218,8 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
     rest, budget, source, fraction = _budget(options, rules, doc, graphs)
     estimate = budget.estimate
     page = options.page_size if nsa is None else nsa.page
+    if state is not None and state.radix_cache and rules.mamba_radix_page_one:
+        page = 1  # the radix cache's no_buffer strategy sets page_size 1 (server_args.py)
     per_token = cell.bytes_per_token if nsa is None else nsa.budget_bytes_per_token
     slots = 0
     if state is None:
@@ -285,6 +287,9 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
     if rules.weights_overflow_error and rest <= 0:
         refusal = "SGLang stops at start-up: 'Loaded weights leave no GPU memory for the KV "
         refusal += "cache under --mem-fraction-static=…'"
+    elif state is not None and slots <= 0 and rules.mamba_slots_error:
+        refusal = "SGLang stops at start-up: 'Not enough GPU memory for hybrid "
+        refusal += "(mamba/linear-attention) state cache. Computed max_mamba_cache_size=0'"
     elif tokens <= 0:
         refusal = "SGLang stops at start-up: 'Not enough memory. Please try to increase "
         refusal += "--mem-fraction-static.'"

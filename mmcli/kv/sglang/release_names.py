@@ -5,6 +5,9 @@ spellings that map onto a row, and the ``ServerArgs`` field that first appears i
 
 from __future__ import annotations
 
+from mmcli.kv.sglang import swa_lists as sl
+from mmcli.kv.sglang.swa_lists import MIMO_V2, STEP3P5
+
 #: Short spellings of a read release (``0.4.6`` is the 0.4.6.post5 wheel that was read), and
 #: post releases read and found to size the pool as their base release does.
 ALIASES = {
@@ -42,4 +45,27 @@ ARGS_FIRST_IN: dict[str, str] = {
     "dwdp_size": "0.5.17",
     "c128_page_size": "0.5.18",
     "dsv4_prefill_backend": "0.5.19",
+}
+
+#: The architectures each release adds to ``is_hybrid_swa_model`` (configs/model_config.py),
+#: and all of them up to each release: their hybrid sliding-window pool is refused by name.
+SWA_ADDED: dict[str, tuple[str, ...]] = {  # is_hybrid_swa_model additions: see swa_lists.py
+    "0.5.10": (*MIMO_V2, *STEP3P5),
+    "0.5.11": ("MiMoV2ForCausalLM", "Gemma4ForCausalLM", "Gemma4ForConditionalGeneration"),
+    "0.5.12": ("DeepseekV4ForCausalLM", "DeepseekV4ForCausalLMNextN", "LagunaForCausalLM"),
+    "0.5.13": ("Step3p7ForConditionalGeneration", "Gemma4UnifiedForConditionalGeneration"),
+    "0.5.14": (),
+    "0.5.15": ("UnlimitedOCRForCausalLM",),
+    "0.5.16": sl.INKLING_MELLUM,
+    "0.5.17": (),
+    "0.5.18": sl.MUSE_GLIMMER,
+    "0.5.19": sl.GRANITE_SWA,
+    "0.5.20": (),
+    "0.5.21": sl.IQUEST_DIFFUSION,
+    "0.5.22": sl.EMBEDDING_GEMMA2,
+    "0.5.23": sl.BEAM,
+}
+_SWA_KEYS = list(SWA_ADDED)
+UNMIRRORED = {
+    n: tuple(a for m in _SWA_KEYS[: i + 1] for a in SWA_ADDED[m]) for i, n in enumerate(_SWA_KEYS)
 }

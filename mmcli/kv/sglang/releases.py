@@ -12,8 +12,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from mmcli.errors import InputError
-from mmcli.kv.sglang import swa_lists as sl
-from mmcli.kv.sglang.release_names import ALIASES, ARGS_FIRST_IN
+from mmcli.kv.sglang.release_names import ALIASES, ARGS_FIRST_IN, UNMIRRORED
 from mmcli.kv.sglang.rules import FractionRule, HybridRule, SglangRules, SwaSplit
 from mmcli.kv.sglang.swa_lists import LLAMA4_GPT_OSS, MIMO_V2, QWEN3_5, STEP3P5, with_swa
 
@@ -85,8 +84,6 @@ _PROFILED = replace(
 )
 #: 0.5.6 on: no DP attention for an NSA model at --dp 1 (see ``dsa_dp_attention``).
 _TP_ATTN = replace(_PROFILED, dsa_dp_attention=False)
-_MIMO_V2 = ("MiMoV2FlashForCausalLM", "MiMoV2MTP")
-_STEP3P5 = ("Step3p5ForCausalLM", "Step3p5MTP")
 #: 0.5.8 / 0.5.9 server_args turn the pool off for Gemma 2/3/3n and Olmo 2 (not on the list
 #: either); GPT-OSS's only with the trtllm_mha backend (swa.py).
 _SWA_OFF_058 = (*_GEMMA_OFF, "Olmo2ForCausalLM")
@@ -100,25 +97,6 @@ _PCG_ROWS: tuple[tuple[str, bool, bool], ...] = (
     ("0.5.12", True, True),
     ("0.5.13", False, True),
 )
-_ADDED: dict[str, tuple[str, ...]] = {  # is_hybrid_swa_model additions: see swa_lists.py
-    "0.5.10": (*MIMO_V2, *STEP3P5),
-    "0.5.11": ("MiMoV2ForCausalLM", "Gemma4ForCausalLM", "Gemma4ForConditionalGeneration"),
-    "0.5.12": ("DeepseekV4ForCausalLM", "DeepseekV4ForCausalLMNextN", "LagunaForCausalLM"),
-    "0.5.13": ("Step3p7ForConditionalGeneration", "Gemma4UnifiedForConditionalGeneration"),
-    "0.5.14": (),
-    "0.5.15": ("UnlimitedOCRForCausalLM",),
-    "0.5.16": sl.INKLING_MELLUM,
-    "0.5.17": (),
-    "0.5.18": sl.MUSE_GLIMMER,
-    "0.5.19": sl.GRANITE_SWA,
-    "0.5.20": (),
-    "0.5.21": sl.IQUEST_DIFFUSION,
-    "0.5.22": sl.EMBEDDING_GEMMA2,
-    "0.5.23": sl.BEAM,
-}
-_SWA_FLOOR_FROM = 16  # 0.5.16 on: the SWA pool's admission floor (swa_admission_floor)
-_KEYS = list(_ADDED)
-UNMIRRORED = {n: tuple(a for m in _KEYS[: i + 1] for a in _ADDED[m]) for i, n in enumerate(_KEYS)}
 RELEASES = (
     *RELEASES,
     *(
@@ -215,6 +193,17 @@ RELEASES = (
             dsa_fp8_trtllm_on_blackwell=dsa,
             swa_config_opt_in=name == "0.5.13",
             dsa_piecewise_graphs_off=name != "0.5.13",
+            #: 0.5.9's state pool (mixin :179 – :238 in 0.5.10, the same solve in 0.5.11 –
+            #: 0.5.13 without speculative decoding), capped at slots // 3 (:854); speculative
+            #: decoding under the radix cache stops the start (server_args.py:2207 in 0.5.10).
+            hybrid_rule="ratio",
+            hybrid_models=_HYBRID_054,
+            speculative_states_reserved=True,
+            mamba2_radix_cache=True,
+            speculative_radix_error=True,
+            mamba_radix_page_one=name != "0.5.10",
+            mamba_slots_error=name == "0.5.13",
+            hybrid_unmirrored=QWEN3_5,
         )
         #: 0.5.11 – 0.5.13 move the sizing into DefaultPoolConfigurator
         #: (model_executor/pool_configurator.py: ``available_bytes // cell_size``, floored to
@@ -240,6 +229,13 @@ _CONFIGURATOR = replace(
     hybrid_swa_archs=(),
     swa_split="none",
     gpt_oss_sm100_swa_off=True,
+    #: 0.5.14 on resolve mamba_radix_cache_strategy "auto" to extra_buffer under the overlap
+    #: schedule (server_args.py:4380 ``_handle_mamba_radix_cache``): not mirrored.
+    hybrid_rule="unread",
+    hybrid_models=(),
+    hybrid_unmirrored=(),
+    speculative_states_reserved=False,
+    speculative_radix_error=False,
 )
 
 
@@ -277,6 +273,7 @@ _RUNNING_CAP_FROM = 22
 _DSA_UNREAD_FROM = 15
 #: The releases whose fraction clamps the prefill graphs to --context-length (0.5.14 – 0.5.16).
 _CLAMPED_TO_CONTEXT = (14, 15, 16)
+_SWA_FLOOR_FROM = 16  # 0.5.16 on: the SWA pool's admission floor (swa_admission_floor)
 RELEASES = (
     *RELEASES,
     *(
@@ -351,6 +348,10 @@ RELEASES = tuple(
         mamba2_radix_cache=True,
         mamba_slots_per_request=5,
         hybrid_unmirrored=QWEN3_5,
+        #: extra_buffer keeps a given page size (only no_buffer sets 1); no slot left still
+        #: stops the start (kv_cache_configurator.py:1798 in 0.5.16, :3394 in 0.5.23).
+        mamba_radix_page_one=False,
+        mamba_slots_error=True,
     )
     for i, r in enumerate(RELEASES)
 )

@@ -128,6 +128,17 @@ class SglangRules:
     #: ``--max-running-requests`` (48 by default with it, :2363; mixin :179) and the requests
     #: are capped at slots // 1 (mixin :362).
     speculative_radix_off: bool = False
+    #: Whether speculative decoding with the radix cache on stops SGLang's start instead
+    #: (0.5.10 server_args.py:2207 ``_handle_mamba_radix_cache`` raises ValueError under the
+    #: default no_buffer strategy, server_args.py:964): refused, naming the error.
+    speculative_radix_error: bool = False
+    #: Whether the radix cache's no_buffer strategy sets page_size 1 whatever --page-size says
+    #: (0.5.11 server_args.py:2420 – :2426 ``_handle_mamba_radix_cache``).
+    mamba_radix_page_one: bool = False
+    #: Whether no state slot stops SGLang's start with its own error (0.5.13
+    #: model_runner_kv_cache_mixin.py:167 'Not enough GPU memory for hybrid (mamba/linear-
+    #: attention) state cache'), where earlier releases stop at 'max_running_request is zero'.
+    mamba_slots_error: bool = False
     #: Hybrid architectures the release serves whose state pool is not mirrored (0.5.9
     #: model_runner.py:1580: Qwen3.5 / 3.6, their GDN config under ``text_config``): refused.
     hybrid_unmirrored: tuple[str, ...] = ()

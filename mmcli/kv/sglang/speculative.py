@@ -94,6 +94,16 @@ def checked_speculative(
     spec = speculative(*given)
     if spec is None:
         return None
+    if state is not None and state.radix_cache and rules.speculative_radix_error:
+        raise InputError(
+            f"SGLang {rules.release} stops at start-up with speculative decoding for "
+            f"{state.architecture}: 'Speculative decoding for {state.architecture} is not "
+            "compatible with radix cache when using --mamba-scheduler-strategy no_buffer' "
+            "(server_args.py _handle_mamba_radix_cache); its --disable-radix-cache and "
+            "extra_buffer runs are not mirrored",
+            hint="plan without --speculative-num-steps, or with --sglang-version "
+            f"{newest_release(_mirrored)}",
+        )
     if state is None or not _mirrored(rules):
         newest = newest_release(_mirrored)
         raise InputError(
@@ -114,7 +124,8 @@ def checked_speculative(
 
 
 def _mirrored(rules: SglangRules) -> bool:
-    return rules.speculative_state_in_slots or rules.speculative_states_reserved
+    planned = rules.speculative_state_in_slots or rules.speculative_states_reserved
+    return planned and not rules.speculative_radix_error
 
 
 def intermediate_sizes(state: HybridState, rows: int, spec: Speculative) -> str:
