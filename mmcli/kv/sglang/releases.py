@@ -15,7 +15,7 @@ from mmcli.errors import InputError
 from mmcli.kv.sglang import swa_lists as sl
 from mmcli.kv.sglang.release_names import ALIASES, ARGS_FIRST_IN
 from mmcli.kv.sglang.rules import FractionRule, HybridRule, SglangRules, SwaSplit
-from mmcli.kv.sglang.swa_lists import LLAMA4_GPT_OSS, MIMO_V2, QWEN3_5, STEP3P5, with_swa
+from mmcli.kv.sglang.swa_lists import LLAMA4_GPT_OSS, MIMO_V2, STEP3P5, with_swa
 
 __all__ = ["ARGS_FIRST_IN", "FractionRule", "HybridRule", "SglangRules", "SwaSplit"]
 
@@ -191,7 +191,7 @@ RELEASES = (
         speculative_states_reserved=True,
         mamba2_radix_cache=True,
         speculative_radix_off=True,
-        hybrid_unmirrored=QWEN3_5,
+        qwen3_5_served=True,
     ),
     #: 0.5.10: the same cell and budget (model_runner_kv_cache_mixin.py:171), the request pool
     #: from the capacity (:840); its default fraction reserves piecewise CUDA graphs.
