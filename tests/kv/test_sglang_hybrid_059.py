@@ -10,8 +10,8 @@
   --max-running-requests to 48 when not given (:2362 – :2363).
 * mixin :362 – :368: ``max_num_reqs = min(max_num_reqs, slots // ratio)``, ratio 1 with the
   radix cache off, 3 with it on (no_buffer, server_args.py:874 – :877).
-* model_runner.py:1580: Qwen3.5 / 3.6 (Qwen3_5ForConditionalGeneration,
-  Qwen3_5MoeForConditionalGeneration) are served with ``hybrid_gdn_config``: not mirrored here.
+* model_runner.py:1580: Qwen3.5 / 3.6 are served with ``hybrid_gdn_config``
+  (tests/kv/test_sglang_qwen3_5.py).
 """
 
 from __future__ import annotations
@@ -25,10 +25,6 @@ from sglang_hybrid_cases import CELL, NEMOTRON_H, PER_REQ, QWEN3_NEXT, SPEC, GiB
 
 from mmcli.errors import InputError
 from mmcli.kv.figures import EngineFigures
-
-QWEN3_6 = (
-    Path(__file__).parent / "realworld/configs/Qwen--Qwen3.6-35B-A3B.text_config.RECONSTRUCTED.json"
-)
 
 
 def plan(path: Path, **options: Any) -> EngineFigures:
@@ -62,11 +58,6 @@ def test_nemotron_h_with_speculative_decoding_is_planned() -> None:
     assert result.value("max_running_requests") == 48
     with pytest.raises(InputError, match="turns the radix cache off for NemotronHForCausalLM"):
         plan(NEMOTRON_H, release="0.5.8", memory_bytes=60 * GiB, **SPEC)
-
-
-def test_qwen3_6_is_refused_by_name() -> None:
-    with pytest.raises(InputError, match="Qwen3_5MoeForConditionalGeneration: SGLang 0.5.9"):
-        plan(QWEN3_6, memory_bytes=40 * GiB)
 
 
 @pytest.mark.parametrize(("dtype", "ssm_bytes"), [("bfloat16", 2), ("float16", 2), ("float32", 4)])

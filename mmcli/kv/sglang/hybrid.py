@@ -25,7 +25,9 @@ from math import prod
 from typing import Any
 
 from mmcli.errors import InputError
+from mmcli.kv.sglang.qwen3_5 import QWEN3_5_TYPES, qwen3_5_text
 from mmcli.kv.sglang.releases import RELEASES, SglangRules, newest_release
+from mmcli.kv.sglang.swa_lists import QWEN3_5
 
 _GIB = 2**30
 
@@ -270,7 +272,8 @@ def _nemotron_h(doc: dict[str, Any], rules: SglangRules, tp: int, arch: str) -> 
 def hybrid_state(doc: dict[str, Any], rules: SglangRules, arch: str, *, tp: int) -> HybridState:
     """The state of ``arch`` on one of ``tp`` ranks; refuses what the release does not serve."""
     kind = dict(rules.hybrid_models).get(arch)
-    text = doc  # the three configs SGLang serves here are text-only, no text_config
+    if rules.qwen3_5_served and arch in QWEN3_5:
+        kind = QWEN3_5_TYPES[arch]
     model_type = doc.get("model_type")
     if rules.hybrid_rule == "unread":
         raise _refuse(
@@ -283,7 +286,8 @@ def hybrid_state(doc: dict[str, Any], rules: SglangRules, arch: str, *, tp: int)
         raise _refuse(
             f"{arch}: SGLang {rules.release} serves it with a GDN state pool (its text_config "
             "read by configs/qwen3_5.py), which is not mirrored",
-            "plan this model for vLLM (--engine vllm), whose state pool mmcli mirrors",
+            f"pass --sglang-version {newest_release(lambda r: r.qwen3_5_served)}, or plan it for "
+            "vLLM (--engine vllm)",
         )
     if kind is None:
         served = ", ".join(a for a, _ in rules.hybrid_models) or "none"
@@ -298,13 +302,14 @@ def hybrid_state(doc: dict[str, Any], rules: SglangRules, arch: str, *, tp: int)
             f"model_type {kind!r}; another model_type is not mirrored",
             f"use the checkpoint's config.json (model_type {kind!r})",
         )
-    if kind == "qwen3_next":
+    text = qwen3_5_text(doc, arch) if kind in QWEN3_5_TYPES.values() else doc
+    if kind in ("qwen3_next", *QWEN3_5_TYPES.values()):
         state = _qwen3_next(text, rules, tp, arch)
     elif kind == "falcon_h1":
         state = _falcon_h1(text, rules, tp, arch)
     else:
         state = _nemotron_h(text, rules, tp, arch)
-    ssm = _SSM_DTYPES.get(str(doc.get("mamba_ssm_dtype"))) if rules.ssm_dtype_from_config else None
+    ssm = _SSM_DTYPES.get(str(text.get("mamba_ssm_dtype"))) if rules.ssm_dtype_from_config else None
     return state if ssm is None else replace(state, ssm_dtype_bytes=ssm)
 
 

@@ -35,8 +35,14 @@ from mmcli.kv.sglang.geometry import (
     sglang_cell,
     sliding_note,
 )
-from mmcli.kv.sglang.hybrid import MAMBA_FULL_MEMORY_RATIO, HybridState, state_line, state_slots
+from mmcli.kv.sglang.hybrid import (
+    MAMBA_FULL_MEMORY_RATIO,
+    HybridState,
+    state_line,
+    state_slots,
+)
 from mmcli.kv.sglang.hybrid_notes import speculative_note, state_notes
+from mmcli.kv.sglang.qwen3_5 import check_default_vision
 from mmcli.kv.sglang.releases import SglangRules, sglang_rules
 from mmcli.kv.sglang.speculative import (
     DEFAULT_RUNNING_REQUESTS,
@@ -123,6 +129,8 @@ def _budget(
             hint="pass --mem-fraction-static (the server_args line of the log names it), or "
             "--memory",
         )
+    if options.mem_fraction_static is None:
+        check_default_vision(doc, rules)
     multimodal = isinstance(doc.get("vision_config"), dict)
     fraction = Fraction(options.mem_fraction_static or 0.0, "--mem-fraction-static")
     if options.mem_fraction_static is None:

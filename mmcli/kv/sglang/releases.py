@@ -169,7 +169,7 @@ RELEASES = (
         speculative_states_reserved=True,
         mamba2_radix_cache=True,
         speculative_radix_off=True,
-        hybrid_unmirrored=QWEN3_5,
+        qwen3_5_served=True,
     ),
     #: 0.5.10: the same cell and budget (model_runner_kv_cache_mixin.py:171), the request pool
     #: from the capacity (:840); its default fraction reserves piecewise CUDA graphs.

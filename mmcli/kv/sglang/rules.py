@@ -142,6 +142,11 @@ class SglangRules:
     #: Hybrid architectures the release serves whose state pool is not mirrored (0.5.9
     #: model_runner.py:1580: Qwen3.5 / 3.6, their GDN config under ``text_config``): refused.
     hybrid_unmirrored: tuple[str, ...] = ()
+    #: Whether Qwen3.5 / 3.6 (``swa_lists.QWEN3_5``) are planned with the release's GDN state
+    #: pool: ``hybrid_gdn_config`` reads their ``text_config`` as a Qwen3NextConfig (0.5.9
+    #: model_runner.py:1578, configs/qwen3_5.py) and server_args handles them as Qwen3-Next
+    #: (server_args.py:1579 – :1597, ``_handle_mamba_radix_cache``).
+    qwen3_5_served: bool = False
     #: Whether the SSM state's dtype is the config's ``mamba_ssm_dtype`` when no
     #: --mamba-ssm-dtype is given (0.5.9 server_args.py:522 default None, configs/mamba_utils.py
     #: ``mamba2_state_dtype``); before, the flag's default float32 (0.5.8 server_args.py:497).
