@@ -349,10 +349,11 @@ def test_sparse_attention_needs_mla() -> None:
         parse_hf_config(tiny(kv_lora_rank=None), default_name="m", where="c")
 
 
-def test_sglang_and_trtllm_keep_refusing_dsa() -> None:
+def test_trtllm_and_sglang_before_its_nsa_pool_keep_refusing_dsa() -> None:
+    # SGLang plans the NSA pool from 0.5.4 (tests/kv/test_sglang_dsa*.py); 0.5.3 refuses.
     config, doc = load_config(V32), read_document(V32)
     with pytest.raises(InputError, match="SGLang: DeepSeek sparse attention"):
-        plan_sglang(config, doc, SglangOptions())
+        plan_sglang(config, doc, SglangOptions(release="0.5.3"))
     with pytest.raises(InputError, match="TensorRT-LLM: DeepSeek sparse attention"):
         plan_trtllm(config, doc, TrtllmOptions())
 

@@ -171,7 +171,8 @@ def _prefill_graphs_off(
         multimodal = graphs.multimodal
         if rules.fraction_rule == "breakable-allowlist":
             multimodal = multimodal and not any(a in _MULTIMODAL_BREAKABLE for a in archs)
-        return graphs.mla or multimodal or any(a in _NO_BREAKABLE for a in archs)
+        mla = graphs.mla and not (rules.dsa_breakable_graphs_kept and "index_topk" in text)
+        return mla or multimodal or any(a in _NO_BREAKABLE for a in archs)
     if rules.fraction_rule == "prefill-config":
         kept = any(a in _MULTIMODAL_PIECEWISE for a in archs)
         return (graphs.multimodal and not kept) or any(a in _NO_PIECEWISE_0514 for a in archs)

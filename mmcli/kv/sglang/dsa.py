@@ -42,6 +42,16 @@ _FP8 = ("fp8", "fp8_e4m3")
 #: The one indexer head size ``NSATokenToKVPool`` takes (it asserts 128, memory_pool.py:1429
 #: in 0.5.4).
 INDEX_HEAD_DIM = 128
+#: Config keys that share or pool the indexer (0.5.23 configs/model_config.py
+#: ``dsa_layer_skips_topk`` :488 reads indexer_types / cli_factor / index_topk_freq /
+#: index_topk_pattern, ``get_dsa_index_kpool`` :530 index_kpool); V3.2 has none of them.
+_SHARED_INDEX_KEYS = (
+    "indexer_types",
+    "cli_factor",
+    "index_topk_freq",
+    "index_topk_pattern",
+    "index_kpool",
+)
 
 
 def _text(doc: dict[str, Any]) -> dict[str, Any]:
@@ -65,6 +75,8 @@ class NsaCell:
     #: Bytes of one latent element (1: fp8_e4m3, 2: bfloat16).
     dtype_bytes: int
     page: int
+    #: Whether the budget counts the allocated row (``dsa_budget_row_allocated``, 0.5.17 on).
+    budget_is_row: bool = False
 
     @property
     def fp8(self) -> bool:
@@ -92,9 +104,15 @@ class NsaCell:
     @property
     def budget_bytes_per_token(self) -> int:
         """``profile_max_num_token``'s ``cell_size``: latent at the dtype's size, plus the
-        indexer."""
-        latent = (self.kv_lora_rank + self.qk_rope_head_dim) * self.dtype_bytes
-        return (latent + self.index_bytes) * self.layers
+        indexer (from 0.5.17 the allocated row)."""
+        return (self.budget_row_bytes + self.index_bytes) * self.layers
+
+    @property
+    def budget_row_bytes(self) -> int:
+        """The latent bytes per layer the budget counts."""
+        if self.budget_is_row:
+            return self.row_bytes
+        return (self.kv_lora_rank + self.qk_rope_head_dim) * self.dtype_bytes
 
     @property
     def allocated_bytes_per_token(self) -> int:
@@ -150,8 +168,21 @@ def nsa_cell(
             "block)",
             "plan it for vLLM (--engine vllm)",
         )
+    shared = [k for k in _SHARED_INDEX_KEYS if text.get(k) not in (None, 1)]
+    if shared:
+        raise _refuse(
+            f"{', '.join(shared)}: an NSA indexer shared between layers or pooled (fewer "
+            "indexer rows, a larger page) is not mirrored",
+            "plan it for vLLM (--engine vllm)",
+        )
     return NsaCell(
-        layers, rank, rope, index_head_dim, _dtype_bytes(text, kv_dtype), rules.dsa_page_size
+        layers,
+        rank,
+        rope,
+        index_head_dim,
+        _dtype_bytes(text, kv_dtype),
+        rules.dsa_page_size,
+        rules.dsa_budget_row_allocated,
     )
 
 
@@ -180,13 +211,15 @@ def nsa_notes(
         if rules.dsa_dp_attention
         else "keeps attention tensor-parallel at --dp 1"
     )
+    latent = f"{cell.kv_lora_rank + cell.qk_rope_head_dim} × {cell.dtype_bytes}"
+    if cell.budget_is_row:
+        latent = f"the allocated row {cell.budget_row_bytes} B"
     notes = [
         f"DeepSeek NSA: SGLang {rules.release} sets page size {cell.page} and {attention} "
         "(server_args, CUDA; ROCm's page 1 is not planned); the MLA latent is whole on every "
         "rank, so the pool per rank is the same",
-        f"budget cell ({cell.kv_lora_rank + cell.qk_rope_head_dim} × {cell.dtype_bytes} + "
-        f"indexer {cell.index_bytes}) × {cell.layers} layers = {cell.budget_bytes_per_token:,} "
-        "B per token",
+        f"budget cell ({latent} + indexer {cell.index_bytes}) × {cell.layers} layers = "
+        f"{cell.budget_bytes_per_token:,} B per token",
     ]
     if auto:
         notes.append(
@@ -194,9 +227,10 @@ def nsa_notes(
             "Blackwell: pass --kv-dtype fp8 there)"
         )
     if cell.fp8 and rules.dsa_fp8_trtllm_on_blackwell:
+        whose = "budgeted and allocated" if cell.budget_is_row else "the budget's"
         notes.append(
             f"the fp8 row is that of a Hopper GPU's flashmla_kv backend: on Blackwell SGLang "
-            f"{rules.release} picks the trtllm NSA backends, whose row is the budget's "
+            f"{rules.release} picks the trtllm NSA backends, whose row is {whose} "
             f"{cell.kv_lora_rank + cell.qk_rope_head_dim} B (allocation = budget there)"
         )
     if page_given is not None and page_given != cell.page:

@@ -250,7 +250,7 @@ _CONFIGURATOR = replace(
 #: breakable rules (:3763) keep the graphs for configs/model_config.py:1785's multimodal
 #: architectures. 0.5.17 (server_args.py:4607) no longer clamps them to --context-length (the
 #: clamp moved to capture time, after the fraction) and keeps them for an MLA model with
-#: DeepSeek sparse attention (refused by geometry) and turns them off for Nemotron-H (a hybrid,
+#: DeepSeek sparse attention (dsa_breakable_graphs_kept), off for Nemotron-H (a hybrid,
 #: refused): the same rule for the models mirrored. 0.5.18 (server_args.py:4802, breakable
 #: rules :4666) no longer turns the breakable graphs off for an MLA backend, so its reserve
 #: keeps 1.5 GiB (reserve_for_graph_mb :5108); 0.5.19 moves the same sums to
@@ -269,8 +269,8 @@ _GRAPH_RULES: dict[int, FractionRule] = {
 }
 _SMALL_TIER_FROM = 20
 _RUNNING_CAP_FROM = 22
-#: The NSA pool is not mirrored from 0.5.15 (DSA defaults in arg_groups/overrides.py).
-_DSA_UNREAD_FROM = 15
+#: 0.5.17 on: the NSA budget cell takes the allocated row; the breakable graphs are kept.
+_DSA_ROW_BUDGET_FROM = 17
 #: The releases whose fraction clamps the prefill graphs to --context-length (0.5.14 – 0.5.16).
 _CLAMPED_TO_CONTEXT = (14, 15, 16)
 _SWA_FLOOR_FROM = 16  # 0.5.16 on: the SWA pool's admission floor (swa_admission_floor)
@@ -283,7 +283,9 @@ RELEASES = (
                 release=f"0.5.{n}",
                 fraction_rule=_GRAPH_RULES[n],
                 prefill_graphs_clamped_to_context=n in _CLAMPED_TO_CONTEXT,
-                dsa_mirrored=n < _DSA_UNREAD_FROM,
+                dsa_mirrored=True,
+                dsa_budget_row_allocated=n >= _DSA_ROW_BUDGET_FROM,
+                dsa_breakable_graphs_kept=n >= _DSA_ROW_BUDGET_FROM,
             ),
             _SWA_OFF_058,
             UNMIRRORED,
@@ -304,7 +306,9 @@ RELEASES = (
                 small_gpu_graph_bs=48 if n >= _SMALL_TIER_FROM else 24,
                 small_gpu_graph_bs_tp4=160 if n >= _SMALL_TIER_FROM else 80,
                 graph_bs_capped_by_running=n >= _RUNNING_CAP_FROM,
-                dsa_mirrored=False,
+                dsa_mirrored=True,
+                dsa_budget_row_allocated=True,
+                dsa_breakable_graphs_kept=True,
             ),
             _SWA_OFF_058,
             UNMIRRORED,

@@ -175,10 +175,20 @@ class SglangRules:
     #: :71 / :99) and allocate the fp8 row of 656 B (0.5.4 memory_pool.py:1249; 0.5.5 :1587,
     #: 0.5.6 :1748, 0.5.7 :1839, 0.5.8 :1702 ``override_dim``; 0.5.9 / 0.5.10 the mixin's
     #: ``calculate_mla_kv_cache_dim``, :212 / :240, for every backend but trtllm and ROCm's
-    #: tilelang); 0.5.11 – 0.5.14 the same through model_executor/pool_configurator.py
-    #: (``_compute_cell_size``, the indexer :141 / :153 / :153 / :193); 0.5.15 on (the
-    #: arg_groups/overrides.py defaults, from 0.5.16 kv_cache_configurator.py) refuse.
+    #: tilelang); 0.5.11 – 0.5.16 the same through model_executor/pool_configurator.py
+    #: (``_compute_cell_size``, the indexer :141 / :153 / :153 / :193, 0.5.15 :203, 0.5.16
+    #: :205); 0.5.17 – 0.5.23 see ``dsa_budget_row_allocated``. From 0.5.15 the NSA defaults are
+    #: in arg_groups/overrides.py (0.5.19 on arg_groups/model_overrides/deepseek_v2.py): the
+    #: same page 64, dtype and backends, no DP attention without prefill context parallel.
     dsa_mirrored: bool = False
+    #: Whether the budget cell takes the allocated latent row (``calculate_mla_kv_cache_dim``
+    #: at the KV dtype's size: 656 B with fp8 under flashmla_kv) instead of kv_lora_rank +
+    #: qk_rope_head_dim at the dtype's size: 0.5.17 pool_configurator.py:205, 0.5.23 :380.
+    dsa_budget_row_allocated: bool = False
+    #: Whether the breakable prefill graphs stay on for an NSA model although it is MLA
+    #: (0.5.17 server_args.py:4469 "MLA attention (non-DSA)"; 0.5.15 :3352 / 0.5.16 :3774 turn
+    #: them off for every MLA model): the default fraction keeps the MLA graphs' 1,536 MiB.
+    dsa_breakable_graphs_kept: bool = False
     #: The page size server_args forces for an NSA model on CUDA (0.5.4 server_args.py:1023,
     #: 0.5.5 :1075, 0.5.6 :973, 0.5.7 :1058, 0.5.8 :1158, 0.5.9 :1258, 0.5.10 :1583; from 0.5.8
     #: ROCm gets page 1, not mirrored: the plan is for CUDA).
