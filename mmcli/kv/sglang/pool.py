@@ -314,7 +314,7 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
     )
     if tokens > 0:
         head = kv_line_head(rules, cell)
-        result.log_lines = pool_log_lines(cell, tokens, page, running or 0, context, head)
+        result.log_lines = pool_log_lines(cell, tokens, page, running, context, head)
         if swa is not None:
             result.log_lines[:1] = swa.log_lines(tokens, swa_tokens, page, head)
         elif nsa is not None:
