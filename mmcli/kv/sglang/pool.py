@@ -37,6 +37,7 @@ from mmcli.kv.sglang.geometry import (
 )
 from mmcli.kv.sglang.hybrid import MAMBA_FULL_MEMORY_RATIO, HybridState, state_line, state_slots
 from mmcli.kv.sglang.hybrid_notes import speculative_note, state_notes
+from mmcli.kv.sglang.multimodal import is_multimodal
 from mmcli.kv.sglang.releases import SglangRules, sglang_rules
 from mmcli.kv.sglang.speculative import (
     DEFAULT_RUNNING_REQUESTS,
@@ -123,7 +124,7 @@ def _budget(
             hint="pass --mem-fraction-static (the server_args line of the log names it), or "
             "--memory",
         )
-    multimodal = isinstance(doc.get("vision_config"), dict)
+    multimodal = graphs.multimodal
     fraction = Fraction(options.mem_fraction_static or 0.0, "--mem-fraction-static")
     if options.mem_fraction_static is None:
         fraction = default_fraction(
@@ -145,7 +146,7 @@ def _budget(
         f"takes the {options.gpu_name or 'GPU'}'s total and subtracts the weights (CUDA "
         "context and communication buffers not counted)"
     )
-    if multimodal and options.mem_fraction_static is None:
+    if multimodal and options.mem_fraction_static is None and not rules.multimodal_by_arch:
         reason += "; the vision-model adjustment of the default fraction is applied as if "
         reason += "SGLang treats this architecture as multimodal"
     if rules.multimodal_kv_reserve and multimodal:
@@ -210,7 +211,7 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
         user_requests = DEFAULT_RUNNING_REQUESTS
     graphs = PrefillGraphs(
         mla=cell.mla,
-        multimodal=isinstance(doc.get("vision_config"), dict),
+        multimodal=is_multimodal(doc, rules, from_gpu=options.memory_bytes is None),
         max_total_tokens=options.max_total_tokens,
         model_path=config.name,
         context_length=options.max_model_len,
