@@ -89,7 +89,11 @@ def test_multimodal_budget_loses_the_runtime_reserve_from_0_5_18(
     # so the reserve is 100 MiB. 0.5.17 has no such reserve.
     doc = json.loads(QWEN3_235B.read_text())
     path = tmp_path / "config.json"
-    path.write_text(json.dumps({**doc, "vision_config": {"hidden_size": 1024}}), "utf-8")
+    # Multimodal by SGLang's architecture list (0.5.18 configs/model_config.py:1822, which
+    # names Qwen3VLMoeForConditionalGeneration), not by the vision_config alone.
+    mm = {**doc, "vision_config": {"hidden_size": 1024}}
+    mm["architectures"] = ["Qwen3VLMoeForConditionalGeneration"]
+    path.write_text(json.dumps(mm), "utf-8")
     # --memory is rest_memory, after the reserve: 10 GiB // 48,128 B (94 layers × K+V × 1
     # head per rank × 128 × 2 B) = 223,101 tokens on 0.5.17 and on 0.5.18 on alike.
     for name in (release, "0.5.17"):

@@ -194,9 +194,8 @@ def test_plan_of_an_mla_model(release: str, value: float) -> None:
 @pytest.mark.parametrize(
     "doc",
     [
-        # The breakable allowlist changed (0.5.18 configs/model_config.py:1921, 0.5.23 :2501)
-        # and stays unmirrored: a multimodal model's default fraction is refused.
-        {"architectures": ["Qwen3_5ForConditionalGeneration"], "vision_config": {}},
+        # 0.5.18 configs/model_config.py:1921: MuseGlimmer's multimodal form keeps the graphs.
+        {"architectures": ["MuseGlimmerForConditionalGeneration"], "vision_config": {}},
         # 0.5.18 server_args.py:4431: MuseGlimmer's prefill max_bs defaults to 512.
         {"architectures": ["MuseGlimmerForCausalLM"]},
     ],

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mmcli.errors import InputError
+from mmcli.kv.sglang.multimodal import multimodal_graphs_kept
 from mmcli.kv.sglang.releases import SglangRules
 
 _MIB = 2**20
@@ -155,18 +156,20 @@ def _capture_sizes(max_tokens: int) -> int:
 
 
 def _prefill_graphs_off(
-    rules: SglangRules, graphs: PrefillGraphs, archs: list[Any], text: dict[str, Any]
+    rules: SglangRules, graphs: PrefillGraphs, doc: dict[str, Any], text: dict[str, Any]
 ) -> bool:
     """Whether the release's default prefill backend captures no graphs for this model."""
+    archs = doc.get("architectures")
+    archs = archs if isinstance(archs, list) else []
     if rules.fraction_rule == "breakable-mla":
-        if graphs.multimodal or any(a in _OWN_PREFILL_MAX_BS for a in archs):
+        if any(a in _OWN_PREFILL_MAX_BS for a in archs):
             raise InputError(
-                f"SGLang {rules.release}: the default mem_fraction_static of a multimodal "
-                "model, or of one whose prefill CUDA graphs have their own default size "
-                "(MuseGlimmer), is not mirrored",
+                f"SGLang {rules.release}: the default mem_fraction_static of a model whose "
+                "prefill CUDA graphs have their own default size (MuseGlimmer) is not mirrored",
                 hint="pass --mem-fraction-static (the server_args line of the log names it)",
             )
-        return any(a in _NO_BREAKABLE for a in archs)
+        multimodal = graphs.multimodal and not multimodal_graphs_kept(doc)
+        return multimodal or any(a in _NO_BREAKABLE for a in archs)
     if rules.fraction_rule in ("prefill-breakable", "breakable-allowlist"):
         multimodal = graphs.multimodal
         if rules.fraction_rule == "breakable-allowlist":
@@ -185,11 +188,9 @@ def _prefill_graph_reserve(
     rules: SglangRules, graphs: PrefillGraphs, chunk: int, gpu_mib: float, doc: dict[str, Any]
 ) -> tuple[float, str]:
     """MiB reserved for piecewise CUDA graphs, and a phrase saying how (0 when they are off)."""
-    archs = doc.get("architectures")
-    archs = archs if isinstance(archs, list) else []
     text = doc.get("text_config")
     text = text if isinstance(text, dict) else doc
-    if _prefill_graphs_off(rules, graphs, archs, text):
+    if _prefill_graphs_off(rules, graphs, doc, text):
         return 0.0, ", no piecewise graphs for this model"
     moe = any(k in text for k in _MOE_KEYS)
     if rules.moe_runner_disables_prefill_graphs and gpu_mib >= 160 * 1024 and moe:
@@ -278,9 +279,12 @@ def default_fraction(
         f"{reserved:,.0f} MiB reserved (chunked prefill {chunk:,}, CUDA graphs up to batch "
         f"{graph_bs}, tp {tp}{prefill}) on a {gpu / 1024:.1f} GiB GPU"
     )
-    if multimodal:
+    if multimodal and isinstance(doc.get("vision_config"), dict):
         value *= _vit_factor(doc)
         why += ", scaled down for the vision encoder"
+    elif multimodal:
+        # adjust_mem_fraction_for_vlm returns at once without a vision_config.
+        why += ", no vision_config in the config: not scaled for a vision encoder"
     return Fraction(value, why, chunk, graph_bs)
 
 

@@ -204,7 +204,7 @@ def sliding_note(doc: dict[str, Any], rules: SglangRules, count: int) -> str | N
 
 
 def pool_log_lines(
-    cell: Cell, tokens: int, page: int, running: int, context: int | None, head: str
+    cell: Cell, tokens: int, page: int, running: int | None, context: int | None, head: str
 ) -> list[str]:
     """The token pool's "KV Cache is allocated" line (``head``: its start, see
     :func:`kv_line_head`) and the scheduler's totals line."""
@@ -215,6 +215,7 @@ def pool_log_lines(
     else:
         first = f"{head}#tokens: {tokens}, K size: {size:.2f} GB, V size: {size:.2f} GB"
     ctx = "?" if context is None else str(context)
-    second = f"max_total_num_tokens={tokens}, …, max_running_requests={running}, "
+    runs = "?" if running is None else str(running)
+    second = f"max_total_num_tokens={tokens}, …, max_running_requests={runs}, "
     second += f"context_len={ctx}"
     return [first, second]

@@ -42,6 +42,7 @@ from mmcli.kv.sglang.hybrid import (
     state_slots,
 )
 from mmcli.kv.sglang.hybrid_notes import speculative_note, state_notes
+from mmcli.kv.sglang.multimodal import is_multimodal
 from mmcli.kv.sglang.qwen3_5 import check_default_vision
 from mmcli.kv.sglang.releases import SglangRules, sglang_rules
 from mmcli.kv.sglang.speculative import (
@@ -131,7 +132,7 @@ def _budget(
         )
     if options.mem_fraction_static is None:
         check_default_vision(doc, rules)
-    multimodal = isinstance(doc.get("vision_config"), dict)
+    multimodal = graphs.multimodal
     fraction = Fraction(options.mem_fraction_static or 0.0, "--mem-fraction-static")
     if options.mem_fraction_static is None:
         fraction = default_fraction(
@@ -153,7 +154,7 @@ def _budget(
         f"takes the {options.gpu_name or 'GPU'}'s total and subtracts the weights (CUDA "
         "context and communication buffers not counted)"
     )
-    if multimodal and options.mem_fraction_static is None:
+    if multimodal and options.mem_fraction_static is None and not rules.multimodal_by_arch:
         reason += "; the vision-model adjustment of the default fraction is applied as if "
         reason += "SGLang treats this architecture as multimodal"
     if rules.multimodal_kv_reserve and multimodal:
@@ -218,7 +219,7 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
         user_requests = DEFAULT_RUNNING_REQUESTS
     graphs = PrefillGraphs(
         mla=cell.mla,
-        multimodal=isinstance(doc.get("vision_config"), dict),
+        multimodal=is_multimodal(doc, rules, from_gpu=options.memory_bytes is None),
         max_total_tokens=options.max_total_tokens,
         model_path=config.name,
         context_length=options.max_model_len,
@@ -327,7 +328,7 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
     )
     if tokens > 0:
         head = kv_line_head(rules, cell)
-        result.log_lines = pool_log_lines(cell, tokens, page, running or 0, context, head)
+        result.log_lines = pool_log_lines(cell, tokens, page, running, context, head)
         if swa is not None:
             result.log_lines[:1] = swa.log_lines(tokens, swa_tokens, page, head)
         elif nsa is not None:

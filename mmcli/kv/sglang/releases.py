@@ -302,6 +302,7 @@ RELEASES = (
                 fraction_rule=_GRAPH_RULES[n],
                 prefill_graphs_clamped_to_context=False,
                 multimodal_kv_reserve=True,
+                multimodal_by_arch=True,
                 small_gpu_chunk=4096 if n >= _SMALL_TIER_FROM else 2048,
                 small_gpu_graph_bs=48 if n >= _SMALL_TIER_FROM else 24,
                 small_gpu_graph_bs_tp4=160 if n >= _SMALL_TIER_FROM else 80,

@@ -96,6 +96,10 @@ class SglangRules:
     #: ``mm_runtime_reservation_gb``: 100 MiB at a single-node launch, whose feature transport
     #: resolves to cpu; budget.MM_RUNTIME_RESERVE_BYTES). ``--memory`` is the budget after it.
     multimodal_kv_reserve: bool = False
+    #: Whether a model is multimodal by SGLang's architecture list and text sub-config, with
+    #: the breakable allowlist deciding its prefill graphs (mmcli/kv/sglang/multimodal.py);
+    #: otherwise by a ``vision_config`` in the config.
+    multimodal_by_arch: bool = False
     #: Whether the "KV Cache is allocated." line names the pool's dtype (0.5.13
     #: mem_cache/memory_pool.py:819 "KV Cache is allocated. dtype: …, #tokens: …").
     kv_line_names_dtype: bool = False
