@@ -219,6 +219,8 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
     estimate = budget.estimate
     page = options.page_size if nsa is None else nsa.page
     per_token = cell.bytes_per_token if nsa is None else nsa.budget_bytes_per_token
+    if swa is not None and swa.full_half_bytes is not None:  # Gemma 4: no uniform cell
+        per_token = int(swa.solved)
     slots = 0
     if state is None:
         raw = max(0, rest // per_token)

@@ -325,12 +325,14 @@ _QUANT_FROM = [r.release for r in RELEASES].index("0.5.3")
 #: allocated. #tokens: …" (memory_pool.py:453 in 0.5.4, :744 in 0.5.12).
 _DTYPE_LINE_FROM = [r.release for r in RELEASES].index("0.5.13")
 _SSM_FROM = [r.release for r in RELEASES].index("0.5.9")  # see ssm_dtype_from_config
+_GEMMA4_TO = [r.release for r in RELEASES].index("0.5.21")  # see gemma4_swa_mirrored
 RELEASES = tuple(
     replace(
         r,
         kv_quant_algo_refused=i >= _QUANT_FROM,
         kv_line_names_dtype=i >= _DTYPE_LINE_FROM,
         ssm_dtype_from_config=i >= _SSM_FROM,
+        **sl.gemma4_fields(r, i <= _GEMMA4_TO),
     )
     for i, r in enumerate(RELEASES)
 )
