@@ -16,12 +16,12 @@ of the admission floor is ``sliding_window - 1`` (models/gemma4_mm.py:240).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from mmcli.errors import InputError
 from mmcli.kv.sglang.releases import newest_release
 from mmcli.kv.sglang.rules import SglangRules
-from mmcli.kv.sglang.swa import SwaLayout
 from mmcli.kv.sglang.swa_lists import GEMMA4
 
 _KINDS = ("full_attention", "sliding_attention")
@@ -34,10 +34,23 @@ def _refuse(rules: SglangRules, what: str) -> InputError:
     )
 
 
-def gemma4_layout(
+@dataclass(frozen=True)
+class Gemma4Shapes:
+    """Gemma 4's two kinds of layer on one rank (sglang/swa.py builds the pools' layout)."""
+
+    full_layers: int
+    swa_layers: int
+    #: K (or V) bytes of one token in one full / sliding layer.
+    full_half: int
+    swa_half: int
+    #: SGLang's sliding_window_size: ``sliding_window - 1``.
+    window: int
+
+
+def gemma4_shapes(
     text: dict[str, Any], rules: SglangRules, *, tp: int, dtype_bytes: int
-) -> SwaLayout:
-    """The two pools of Gemma 4 on one of ``tp`` ranks; refuses what is not mirrored."""
+) -> Gemma4Shapes:
+    """Gemma 4's layers on one of ``tp`` ranks; refuses what is not mirrored."""
     if not rules.gemma4_swa_mirrored:
         newest = newest_release(lambda r: r.gemma4_swa_mirrored)
         raise InputError(
@@ -63,13 +76,10 @@ def gemma4_layout(
         raise _refuse(rules, "a v_head_dim other than the full layers' head_dim is not mirrored")
     swa_heads = max(1, int(text["num_key_value_heads"]) // tp)
     full_heads = max(1, int(text.get("num_global_key_value_heads") or swa_heads * tp) // tp)
-    half = swa_heads * swa_dim * dtype_bytes
-    return SwaLayout(
-        GEMMA4,
+    return Gemma4Shapes(
         kinds.count("full_attention"),
         kinds.count("sliding_attention"),
-        2 * half,
-        half,
-        window=window - 1,
-        full_half_bytes=full_heads * full_dim * dtype_bytes,
+        full_heads * full_dim * dtype_bytes,
+        swa_heads * swa_dim * dtype_bytes,
+        window - 1,
     )

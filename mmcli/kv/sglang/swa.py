@@ -19,6 +19,7 @@ from typing import Any
 
 from mmcli.errors import InputError
 from mmcli.kv.model import ModelConfig, architecture
+from mmcli.kv.sglang.gemma4 import gemma4_shapes
 from mmcli.kv.sglang.releases import SglangRules
 from mmcli.kv.sglang.swa_lists import GEMMA4
 from mmcli.kv.spec import KVCacheSpec
@@ -142,9 +143,10 @@ def swa_layout(
             )
         return None, None
     if arch == GEMMA4:
-        from mmcli.kv.sglang.gemma4 import gemma4_layout
-
-        return gemma4_layout(text, rules, tp=tp, dtype_bytes=dtype_bytes), None
+        g = gemma4_shapes(text, rules, tp=tp, dtype_bytes=dtype_bytes)
+        half, full = g.swa_half, g.full_half
+        shapes = (g.full_layers, g.swa_layers, 2 * half, half)
+        return SwaLayout(arch, *shapes, window=g.window, full_half_bytes=full), None
     if any(key in text for key in _SWA_GEOMETRY_KEYS):
         raise InputError(
             f"SGLang {rules.release}: a separate sliding-layer geometry (swa_head_dim / "
