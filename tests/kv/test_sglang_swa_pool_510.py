@@ -96,13 +96,6 @@ def test_gpt_oss_on_b200_keeps_the_hybrid_pool(release: str) -> None:
     )
 
 
-@pytest.mark.parametrize("path", GEMMA4, ids=lambda p: p.name.split("--")[1][:14])
-@pytest.mark.parametrize("release", BUDGET)
-def test_gemma4_on_the_list_is_refused_by_name(path: Path, release: str) -> None:
-    with pytest.raises(InputError, match=f"{release} gives Gemma4ForConditionalGeneration a hyb"):
-        plan(path, release=release, memory_bytes=GiB)
-
-
 def test_gemma4_before_the_list_keeps_the_geometry_refusal() -> None:
     with pytest.raises(InputError, match="different head geometry"):
         plan(GEMMA4[1], release="0.5.10", memory_bytes=GiB)

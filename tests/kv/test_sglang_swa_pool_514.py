@@ -33,10 +33,6 @@ KV = Path(__file__).parent
 GPT_OSS_20B = KV / "gpu_logs" / "configs" / "openai--gpt-oss-20b.json"
 LLAMA4_SCOUT = KV / "configs" / "meta-llama--Llama-4-Scout-17B-16E-Instruct.subset.json"
 GEMMA3_27B = KV / "realworld" / "configs" / "google--gemma-3-27b-it_config.json"
-GEMMA4 = (
-    KV / "configs" / "google--gemma-4-26B-A4B-it.text_config.json",
-    KV / "configs" / "google--gemma-4-31B-it.text_config.json",
-)
 GiB = 2**30
 MIRRORED = ("0.5.14", "0.5.15")
 
@@ -95,13 +91,6 @@ def test_gemma3_off_the_list_is_charged_on_every_layer(release: str) -> None:
     assert result.value("pool_tokens") == 2_114
     assert result.value("swa_pool_tokens") is None
     assert any("52 sliding layers keep every token" in n for n in result.notes)
-
-
-@pytest.mark.parametrize("path", GEMMA4, ids=lambda p: p.name.split("--")[1][:14])
-@pytest.mark.parametrize("release", MIRRORED)
-def test_gemma4_on_the_list_is_refused_by_name(path: Path, release: str) -> None:
-    with pytest.raises(InputError, match=f"{release} gives Gemma4ForConditionalGeneration a hyb"):
-        plan(path, release=release, memory_bytes=GiB)
 
 
 def test_unlimited_ocr_joins_the_list_in_0515() -> None:

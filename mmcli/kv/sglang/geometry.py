@@ -18,6 +18,7 @@ from mmcli.errors import InputError
 from mmcli.kv.model import ModelConfig, architecture
 from mmcli.kv.sglang.hybrid import HybridState, hybrid_state
 from mmcli.kv.sglang.releases import SglangRules, newest_release
+from mmcli.kv.sglang.swa_lists import GEMMA4
 from mmcli.kv.spec import KVCacheSpec, MLAAttentionSpec
 from mmcli.kv.state import MambaSpec
 
@@ -76,8 +77,11 @@ def sglang_cell(
             "plan it for vLLM (--engine vllm)",
         )
     if any(layer.kv_sharing_target for layer in config.layers):
+        # Gemma 4 E2B / E4B: the shared layers read an earlier layer's KV (gemma4_causal.py:285
+        # in 0.5.11) while get_hybrid_layer_ids still counts them into the pools: not mirrored.
+        key = "num_kv_shared_layers" if architecture(doc) == GEMMA4 else "Gemma 3n-style"
         raise _refuse(
-            "cross-layer KV sharing (Gemma 3n-style) is not mirrored",
+            f"cross-layer KV sharing ({key}) is not mirrored",
             "plan it for vLLM (--engine vllm)",
         )
     attention = [s for s in specs if isinstance(s, KVCacheSpec)]
@@ -97,7 +101,10 @@ def sglang_cell(
             "plan it for vLLM (--engine vllm)",
         )
     latent = {isinstance(s, MLAAttentionSpec) for s in attention}
-    if len(latent) != 1 or len({(s.num_kv_heads, s.head_size, s.dtype) for s in attention}) != 1:
+    shapes = {(s.num_kv_heads, s.head_size, s.dtype) for s in attention}
+    # Gemma 4's two shapes are the hybrid pool's (sglang/gemma4.py), which sizes its cell.
+    two_pools = arch == GEMMA4 and arch in rules.hybrid_swa_archs
+    if len(latent) != 1 or (len(shapes) != 1 and not two_pools):
         raise _refuse(
             "layers of different head geometry are not mirrored (SGLang sizes one cell "
             "from the config's single head_dim and KV head count)",

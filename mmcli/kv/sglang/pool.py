@@ -230,6 +230,8 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
     if state is not None and state.radix_cache and rules.mamba_radix_page_one:
         page = 1  # the radix cache's no_buffer strategy sets page_size 1 (server_args.py)
     per_token = cell.bytes_per_token if nsa is None else nsa.budget_bytes_per_token
+    if swa is not None and swa.full_half_bytes is not None:  # Gemma 4: no uniform cell
+        per_token = int(swa.solved)
     slots = 0
     if state is None:
         raw = max(0, rest // per_token)

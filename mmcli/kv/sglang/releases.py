@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from mmcli.errors import InputError
+from mmcli.kv.sglang import swa_lists as sl
 from mmcli.kv.sglang.release_names import ALIASES, ARGS_FIRST_IN, UNMIRRORED
 from mmcli.kv.sglang.rules import FractionRule, HybridRule, SglangRules, SwaSplit
 from mmcli.kv.sglang.swa_lists import LLAMA4_GPT_OSS, MIMO_V2, QWEN3_5, STEP3P5, with_swa
@@ -335,6 +336,7 @@ _SSM_FROM = [r.release for r in RELEASES].index("0.5.9")  # see ssm_dtype_from_c
 #: so requests are capped at slots // (3 + 2) (_calculate_mamba_ratio :1572). Speculative
 #: decoding (a joint solve, :1756) is not mirrored there.
 _STATE_POOL_FROM = [r.release for r in RELEASES].index("0.5.16")
+_GEMMA4_TO = [r.release for r in RELEASES].index("0.5.21")  # see gemma4_swa_mirrored
 RELEASES = tuple(
     replace(
         r,
@@ -360,6 +362,7 @@ RELEASES = tuple(
     )
     for i, r in enumerate(RELEASES)
 )
+RELEASES = tuple(replace(r, **sl.gemma4_fields(r, i <= _GEMMA4_TO)) for i, r in enumerate(RELEASES))
 #: The newest release mirrored on both budget paths: its fraction_rule is not "unread".
 DEFAULT_RELEASE = next(r.release for r in reversed(RELEASES) if r.fraction_rule != "unread")
 _BY_NAME = {r.release: r for r in RELEASES}

@@ -172,6 +172,12 @@ class SglangRules:
     #: (0.5.16 pool_configurator.py:427 "SWA pool (…) cannot hold even one request"; 0.5.20 on
     #: ``validate_swa_pool_size``): such a plan is refused.
     swa_admission_floor: bool = False
+    #: Whether Gemma4ForConditionalGeneration's hybrid SWA pool is mirrored (sglang/gemma4.py):
+    #: utils/hf_transformers/config.py turns its config around (full layers: global_head_dim,
+    #: num_global_key_value_heads; sliding: head_dim, num_key_value_heads as swa_*), 0.5.11
+    #: :176 – :199 to 0.5.21 :218 – :247. 0.5.22 on read the shapes from transformers' per-layer
+    #: config (``_gemma4_attention_shapes``), which is not mirrored.
+    gemma4_swa_mirrored: bool = False
     #: Whether a DeepSeek sparse attention (NSA) model's pool is mirrored (mmcli.kv.sglang.dsa):
     #: 0.5.4 – 0.5.10 budget the latent at the KV dtype's size plus the indexer
     #: (``profile_max_num_token``: 0.5.4 model_runner.py:1406, the same block in 0.5.5 / 0.5.6;

@@ -19,7 +19,9 @@ from typing import Any
 
 from mmcli.errors import InputError
 from mmcli.kv.model import ModelConfig, architecture
+from mmcli.kv.sglang.gemma4 import gemma4_shapes
 from mmcli.kv.sglang.releases import SglangRules
+from mmcli.kv.sglang.swa_lists import GEMMA4
 from mmcli.kv.spec import KVCacheSpec
 
 _GIB = 2**30
@@ -48,6 +50,19 @@ class SwaLayout:
     #: SGLang's ``sliding_window_size`` (None: not read), the SWA pool's admission floor with
     #: the page from 0.5.16 (``SglangRules.swa_admission_floor``).
     window: int | None = None
+    #: K (or V) bytes of one token in one full layer where they differ from the sliding
+    #: layers' (Gemma 4, sglang/gemma4.py); None: ``half_bytes``.
+    full_half_bytes: int | None = None
+
+    @property
+    def full_half(self) -> int:
+        return self.half_bytes if self.full_half_bytes is None else self.full_half_bytes
+
+    @property
+    def solved(self) -> float:
+        """HybridSWAPoolConfigurator's cell: ``F·n_full + r·S·n_swa`` bytes of a full token."""
+        per = self.layer_token_bytes
+        return 2 * self.full_half * self.full_layers + self.ratio * per * self.swa_layers
 
     def split(
         self, rules: SglangRules, tokens: int, page: int, rest: int, cap: int | None
@@ -55,7 +70,7 @@ class SwaLayout:
         """(full tokens, SWA tokens) of ``tokens`` profiled tokens (capped by ``cap`` and
         page-floored) or, from 0.5.11, of the budget ``rest``; each page-floored."""
         per = self.layer_token_bytes
-        solved = per * self.full_layers + self.ratio * per * self.swa_layers
+        solved = self.solved
         if rules.swa_split == "layers":
             total = tokens * (self.full_layers + self.swa_layers)
             full = int(total / (self.ratio * self.swa_layers + self.full_layers))
@@ -82,7 +97,7 @@ class SwaLayout:
         """What SGLang prints for the two pools (mixin ``set_num_tokens_hybrid_swa``, then the
         SWA pool's and the full pool's ``KV Cache is allocated`` lines and SWAKVPool's)."""
         swa_size = (swa + page) * self.half_bytes * self.swa_layers
-        full_size = (full + page) * self.half_bytes * self.full_layers
+        full_size = (full + page) * self.full_half * self.full_layers
         usage = 2 * (swa_size + full_size) / _GIB
         return [
             f"Use sliding window memory pool. full_layer_tokens={full}, swa_layer_tokens={swa}",
@@ -94,12 +109,14 @@ class SwaLayout:
         ]
 
     def note(self, full: int, swa: int) -> str:
-        per = self.layer_token_bytes
+        per = f"{self.layer_token_bytes:,} B"
+        if self.full_half_bytes is not None:
+            per = f"{2 * self.full_half:,} B full, {per} sliding"
         return (
             f"hybrid SWA pool ({self.architecture} is on SGLang's is_hybrid_swa_model list): "
             f"{self.full_layers} full layers hold {full:,} tokens, {self.swa_layers} sliding "
             f"layers {swa:,} (swa_full_tokens_ratio {self.ratio}, each pool floored to the page; "
-            f"{per:,} B per token per layer); max concurrency counts the full pool's tokens"
+            f"{per} per token per layer); max concurrency counts the full pool's tokens"
         )
 
 
@@ -125,6 +142,11 @@ def swa_layout(
                 hint="plan it for vLLM (--engine vllm)",
             )
         return None, None
+    if arch == GEMMA4:
+        g = gemma4_shapes(text, rules, tp=tp, dtype_bytes=dtype_bytes)
+        half, full = g.swa_half, g.full_half
+        shapes = (g.full_layers, g.swa_layers, 2 * half, half)
+        return SwaLayout(arch, *shapes, window=g.window, full_half_bytes=full), None
     if any(key in text for key in _SWA_GEOMETRY_KEYS):
         raise InputError(
             f"SGLang {rules.release}: a separate sliding-layer geometry (swa_head_dim / "

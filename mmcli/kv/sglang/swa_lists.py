@@ -16,6 +16,7 @@ DiffusionGemma and (SWA_SINK_ARCHS :86) IQuestQ1 and its MTP; 0.5.22 :2536 Embed
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from mmcli.kv.sglang.rules import SglangRules
 
@@ -74,3 +75,18 @@ def with_swa(
 #: The Qwen3.5 / 3.6 architectures SGLang serves with a GDN state pool from 0.5.9
 #: (model_runner.py:1580 ``hybrid_gdn_config``, configs/qwen3_5.py).
 QWEN3_5 = ("Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration")
+
+
+#: SGLang's multimodal Gemma 4, whose config utils/hf_transformers/config.py turns around
+#: (model_type "gemma4"); Gemma4ForCausalLM (model_type "gemma4_text") is not, and stays
+#: refused by name, as Gemma4UnifiedForConditionalGeneration does.
+GEMMA4 = "Gemma4ForConditionalGeneration"
+
+
+def gemma4_fields(row: SglangRules, mirrored: bool) -> dict[str, Any]:
+    """A row giving Gemma 4 the hybrid SWA pool hands it to sglang/gemma4.py (which plans it
+    where ``mirrored``, and otherwise refuses it naming the newest release that is)."""
+    if GEMMA4 not in row.swa_pool_unmirrored_for:
+        return {}
+    rest = tuple(a for a in row.swa_pool_unmirrored_for if a != GEMMA4)
+    return {"swa_pool_unmirrored_for": rest, "gemma4_swa_mirrored": mirrored}
