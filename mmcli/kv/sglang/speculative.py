@@ -18,6 +18,10 @@ facts, with file and line, are in docs/kv-share-engines.md:
   --max-total-tokens cap and the page floor.
 * (``speculative_states_reserved``) the intermediate states are reserved apart, ``per_req ×
   max_running_requests × D``, allocated for the request pool + 1, with no token headroom.
+* (``speculative_joint_solve``, 0.5.16 on) the slots are solved jointly with them
+  (:mod:`mmcli.kv.sglang.configurator_state`), the radix cache stays on, the caches are sized
+  by the request pool + 1, no token headroom. Not counted there: a draft model's layers that
+  ``--speculative-draft-model-path`` adds to the cell (pool_configurator.py, not given here).
 """
 
 from __future__ import annotations
@@ -98,8 +102,8 @@ def checked_speculative(
         newest = newest_release(_mirrored)
         raise InputError(
             f"SGLang {rules.release}: speculative decoding is mirrored only for the hybrid GDN "
-            f"/ Mamba-2 models of SGLang {newest} and older (its draft states in the state "
-            "slots); the draft runner's own pool, and the rules of later releases, are not",
+            f"/ Mamba-2 models of the releases whose state pool is mirrored (newest {newest}; "
+            "its draft states in the state pool); the draft runner's own pool is not",
             hint=f"plan without --speculative-num-steps, or a hybrid model with --sglang-version "
             f"{newest}",
         )
@@ -114,7 +118,11 @@ def checked_speculative(
 
 
 def _mirrored(rules: SglangRules) -> bool:
-    return rules.speculative_state_in_slots or rules.speculative_states_reserved
+    return (
+        rules.speculative_state_in_slots
+        or rules.speculative_states_reserved
+        or rules.speculative_joint_solve
+    )
 
 
 def intermediate_sizes(state: HybridState, rows: int, spec: Speculative) -> str:
