@@ -17,7 +17,8 @@ derived by hand from the wheels:
   MemoryPoolConfig (0.5.16 kv_cache_configurator.py:221); the request pool is
   ``min(max_running_requests, tokens // 2, slots // 5)`` (``resolve_max_num_reqs`` :1622).
 * MambaPool's intermediate caches have the request pool + 1 rows (``mamba_spec_state_size``
-  = max_num_reqs, :705; memory_pool.py:631 ``spec_state_size + 1``).
+  = max_num_reqs, :705; memory_pool.py:631 ``spec_state_size + 1``), the conv windows
+  deduplicated for top-k 1 on CUDA (memory_pool.py:110, :389).
 """
 
 from __future__ import annotations
@@ -80,6 +81,11 @@ def test_intermediate_caches_have_the_request_pool_plus_one_rows(release: str) -
     rows = result.value("max_running_requests") + 1
     ssm = SSM * rows * D / GiB
     assert f"intermediate_ssm_state_cache size: {ssm:.2f}GB" in result.log_lines[0]
+    # Top-k 1 on CUDA: one deduplicated (8192, D + 3 − 1) window per layer and row
+    # (memory_pool.py:110 conv_window_dedup_enabled, :389 D + win − 1; 0.5.16), not D × (8192, 3).
+    conv = 36 * rows * 8192 * (D + 3 - 1) * 2 / GiB
+    assert f"intermediate_conv_window_cache size: {conv:.2f}GB" in result.log_lines[0]
+    assert conv < 36 * rows * 8192 * 3 * D * 2 / GiB
 
 
 @pytest.mark.parametrize("release", ["0.5.16", "0.5.23"])

@@ -335,7 +335,7 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
             line = state_line(state, rules, pool_slots)
             rows = reqs if apart else pool_slots
             if spec is not None and rows is not None:
-                line += intermediate_sizes(state, rows, spec)
+                line += intermediate_sizes(state, rows, spec, rules)
             result.log_lines.insert(0, line)
     return result
 

@@ -353,6 +353,7 @@ RELEASES = tuple(
         mamba_slots_per_request=5,
         hybrid_unmirrored=QWEN3_5,
         speculative_joint_solve=True,
+        conv_window_dedup=True,
         mamba_pad_slot_budgeted=i >= _PAD_SLOT_FROM,
     )
     for i, r in enumerate(RELEASES)

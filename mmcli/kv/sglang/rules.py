@@ -139,6 +139,11 @@ class SglangRules:
     #: the budget; with EAGLE / NEXTN ``(budget − per_req (1 + D)) // (per_req (1 + D / r))``
     #: and the intermediate states of requests + 1.
     mamba_pad_slot_budgeted: bool = False
+    #: Whether a linear draft chain (top-k 1) on CUDA stores the intermediate conv windows
+    #: deduplicated, one ``(dim, D + K − 2)`` buffer per layer and row (0.5.16
+    #: mem_cache/memory_pool.py:110 ``conv_window_dedup_enabled``, :389), which the Mamba
+    #: Cache line's intermediate_conv_window_cache size reports (:727).
+    conv_window_dedup: bool = False
     #: Hybrid architectures the release serves whose state pool is not mirrored (0.5.9
     #: model_runner.py:1580: Qwen3.5 / 3.6, their GDN config under ``text_config``): refused.
     hybrid_unmirrored: tuple[str, ...] = ()

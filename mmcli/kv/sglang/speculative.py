@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from mmcli.errors import InputError
-from mmcli.kv.sglang.hybrid import HybridState
+from mmcli.kv.sglang.hybrid import CONV_BYTES, HybridState
 from mmcli.kv.sglang.releases import SglangRules, newest_release
 
 #: ``max_running_requests`` when speculative decoding is on and it is not given (0.5.5
@@ -125,10 +125,17 @@ def _mirrored(rules: SglangRules) -> bool:
     )
 
 
-def intermediate_sizes(state: HybridState, rows: int, spec: Speculative) -> str:
+def intermediate_sizes(
+    state: HybridState, rows: int, spec: Speculative, rules: SglangRules | None = None
+) -> str:
     """The rest of MambaPool's line with speculative decoding (0.5.5 memory_pool.py:257), its
-    caches of ``rows`` + 1 rows (the slots; 0.5.7 the request pool, memory_pool.py:205)."""
+    caches of ``rows`` + 1 rows (the slots; 0.5.7 the request pool, memory_pool.py:205); the
+    conv windows deduplicated where ``rules.conv_window_dedup`` and top-k is 1."""
     ssm, conv = state.intermediate_bytes(rows, spec.num_draft_tokens)
+    if rules is not None and rules.conv_window_dedup and spec.eagle_topk == 1:
+        dim, window = state.conv_shape
+        conv = state.state_layers * (rows + 1) * dim * (spec.num_draft_tokens + window - 1)
+        conv *= CONV_BYTES
     return (
         f" intermediate_ssm_state_cache size: {ssm / _GIB:.2f}GB "
         f"intermediate_conv_window_cache size: {conv / _GIB:.2f}GB"
