@@ -95,3 +95,25 @@ def test_nemotron_h_keeps_the_radix_cache_under_speculative_decoding(release: st
     assert result.value("state_slots") > 48
     assert result.value("max_running_requests") <= result.value("state_slots") // 5
     assert any("radix cache stays on" in n for n in result.notes)
+
+
+#: ``python tests/kv/sglang_hybrid_reference.py --configurator SRC_0.5.16 … SRC_0.5.23`` (each
+#: wheel's KVCacheConfigurator._handle_max_mamba_cache and _calculate_mamba_ratio, unchanged,
+#: on a stubbed self): Qwen3-Next, tp 1, 40 GiB → (slots, max_total_num_tokens) without
+#: speculative decoding, with D 4 and 48 requests, with D 4 and 8 requests. 0.5.17 – 0.5.23
+#: printed the same figures.
+WHEEL = {
+    "0.5.16": ((263, 920754), (146, 923898), (146, 1187994)),
+    **{f"0.5.{n}": ((262, 920754), (143, 930186), (143, 1181706)) for n in range(17, 24)},
+}
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_the_wheels_own_solve_gives_the_same_figures(release: str) -> None:
+    runs = (
+        plan_with(release, QWEN3_NEXT, memory_bytes=40 * GiB),
+        plan(release, memory_bytes=40 * GiB),
+        plan(release, memory_bytes=40 * GiB, max_running_requests=8),
+    )
+    got = tuple((r.value("state_slots"), r.value("pool_tokens")) for r in runs)
+    assert got == WHEEL[release]
