@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 from sglang_hybrid_cases import CELL, NEMOTRON_H, PER_REQ, QWEN3_NEXT, SPEC, SSM, GiB, plan_with
 
+from mmcli.errors import InputError
 from mmcli.kv.figures import EngineFigures
 
 RELEASES = [f"0.5.{n}" for n in range(16, 24)]
@@ -117,3 +118,19 @@ def test_the_wheels_own_solve_gives_the_same_figures(release: str) -> None:
     )
     got = tuple((r.value("state_slots"), r.value("pool_tokens")) for r in runs)
     assert got == WHEEL[release]
+
+
+@pytest.mark.parametrize("release", ["0.5.16", "0.5.23"])
+def test_more_draft_tokens_than_the_track_interval_are_refused(release: str) -> None:
+    # extra_buffer asserts mamba_track_interval (256 by default) >= the draft tokens (0.5.16
+    # server_args.py:2142, :4844; 0.5.23 arg_groups/fields/exec_.py:533, mamba_hook.py:133).
+    ok = {"speculative_num_steps": 255, "speculative_eagle_topk": 1}
+    assert plan_with(release, QWEN3_NEXT, memory_bytes=400 * GiB, **ok).value("state_slots")
+    with pytest.raises(InputError, match="257 draft tokens exceed --mamba-track-interval 256"):
+        plan_with(
+            release,
+            QWEN3_NEXT,
+            memory_bytes=400 * GiB,
+            speculative_num_steps=256,
+            speculative_eagle_topk=1,
+        )

@@ -35,6 +35,9 @@ from mmcli.kv.sglang.releases import SglangRules, newest_release
 #: ``max_running_requests`` when speculative decoding is on and it is not given (0.5.5
 #: server_args.py:1534).
 DEFAULT_RUNNING_REQUESTS = 48
+#: ``--mamba-track-interval``'s default, which extra_buffer asserts is at least the draft tokens
+#: (0.5.16 server_args.py:2142, :4844; 0.5.23 arg_groups/fields/exec_.py:533, mamba_hook.py:133).
+MAMBA_TRACK_INTERVAL = 256
 #: The headroom's fixed "buffer" tokens (0.5.5 model_runner.py:1582 ``draft_runner_cache_size``).
 HEADROOM_BUFFER = 100
 
@@ -106,6 +109,13 @@ def checked_speculative(
             "its draft states in the state pool); the draft runner's own pool is not",
             hint=f"plan without --speculative-num-steps, or a hybrid model with --sglang-version "
             f"{newest}",
+        )
+    if rules.speculative_joint_solve and spec.num_draft_tokens > MAMBA_TRACK_INTERVAL:
+        raise InputError(
+            f"SGLang {rules.release}: {spec.num_draft_tokens} draft tokens exceed "
+            f"--mamba-track-interval {MAMBA_TRACK_INTERVAL}, which the extra_buffer radix "
+            "strategy asserts against at start-up (a larger interval is not mirrored)",
+            hint=f"plan with at most {MAMBA_TRACK_INTERVAL} draft tokens",
         )
     if rules.speculative_mamba2_radix_off and state.architecture == "NemotronHForCausalLM":
         raise InputError(
