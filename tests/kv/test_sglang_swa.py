@@ -82,6 +82,7 @@ def test_mimo_v2_flash_is_refused_in_0_5_7(tmp_path: Path) -> None:
 def test_help_names_the_newest_sliding_and_state_releases() -> None:
     text = sglang_version_help()
     assert "sliding-window models: 0.5.23 or older" in text
-    # 0.5.9 (model_runner_kv_cache_mixin.py:151) is the newest state pool mirrored; 0.5.10
-    # takes the request pool from the capacity (mixin :840) and is refused.
-    assert "hybrid GDN / Mamba models: 0.5.9 or older" in text
+    # 0.5.3 – 0.5.9 (0.5.9 model_runner_kv_cache_mixin.py:151) and 0.5.16 – 0.5.23
+    # (mem_cache/kv_cache_configurator.py:1703 in 0.5.16) have their state pool mirrored;
+    # 0.5.10 takes the request pool from the capacity (mixin :840) and is refused.
+    assert "hybrid GDN / Mamba models: 0.5.3 – 0.5.9, 0.5.16 – 0.5.23)" in text

@@ -10,7 +10,14 @@ def sglang_version_help() -> str:
     names = [r.release for r in RELEASES]
     unread = [r.release for r in RELEASES if r.fraction_rule == "unread"]
     sliding = [r.release for r in RELEASES if r.sliding_mirrored]
-    state = [r.release for r in RELEASES if r.hybrid_rule in ("fixed", "ratio")]
+    spans: list[list[str]] = []  # runs of consecutive rows whose state pool is mirrored
+    for i, r in enumerate(RELEASES):
+        if r.hybrid_rule in ("fixed", "ratio"):
+            if spans and RELEASES[i - 1].release == spans[-1][-1]:
+                spans[-1].append(r.release)
+            else:
+                spans.append([r.release])
+    state = ", ".join(s[0] if len(s) == 1 else f"{s[0]} – {s[-1]}" for s in spans)
     text = (
         f"With --engine sglang/all: the SGLang release (one of the {len(names)} read, "
         f"{names[0]} to {names[-1]}, and their .postN read; default {DEFAULT_RELEASE}"
@@ -18,6 +25,5 @@ def sglang_version_help() -> str:
     if unread:
         text += f"; {unread[0]} on with --gpu needs --mem-fraction-static"
     return text + (
-        f"; sliding-window models: {sliding[-1]} or older; hybrid GDN / Mamba models: "
-        f"{state[-1]} or older)."
+        f"; sliding-window models: {sliding[-1]} or older; hybrid GDN / Mamba models: {state})."
     )
