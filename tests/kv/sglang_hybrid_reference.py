@@ -1,6 +1,7 @@
 """Recompute tests/kv/test_sglang_hybrid.py's figures with SGLang's own released functions.
 
-Not a test (it needs the wheels): ``pip download sglang==0.5.3 sglang==0.5.4 --no-deps``,
+Not a test (it needs the wheels; ``--configurator SRC_0.5.16 …`` runs 0.5.16 on, see
+main_configurator): ``pip download sglang==0.5.3 sglang==0.5.4 --no-deps``,
 unzip each, then ``python tests/kv/sglang_hybrid_reference.py SRC_0.5.3 SRC_0.5.4`` with torch
 and numpy installed (add ``SRC_0.5.5 SRC_0.5.6 SRC_0.5.7``, sglang 0.5.5 – 0.5.7 unzipped, for
 their figures, with and without speculative_num_draft_tokens; ``… newer 0.5.10=SRC …`` for
@@ -183,10 +184,107 @@ def main_newer(pairs: list[str]) -> None:
         run(Path(src), rel, "nemotron_h.py", "NemotronHConfig", nemo, extra, 1, cell, budgets, True)
 
 
+class _Args(types.SimpleNamespace):
+    """server_args and the 0.5.17-on settings bags (get_schedule(), get_spec(), …) in one: a
+    launch at tp 1 with the radix cache on, extra_buffer (overlap on), no ReplaySSM."""
+
+    def override(self, _why: str, **values: Any) -> None:
+        self.__dict__.update(values)
+
+    def enable_mamba_extra_buffer(self) -> bool:  # 0.5.16
+        return True
+
+    def enable_mamba_extra_buffer_lazy(self) -> bool:  # 0.5.16
+        return False
+
+
+def configurator(src: Path, per_req: int, rest_bytes: int, draft: int | None, reqs: int | None):
+    """0.5.16 on: KVCacheConfigurator._handle_max_mamba_cache and _calculate_mamba_ratio
+    (mem_cache/kv_cache_configurator.py), unchanged from the wheel, on a stubbed self."""
+    path = src / "sglang/srt/mem_cache/kv_cache_configurator.py"
+    tree = ast.parse(path.read_text())
+    consts = [
+        n
+        for n in tree.body
+        if isinstance(n, ast.Assign)
+        and isinstance(n.targets[0], ast.Name)
+        and n.targets[0].id.startswith("MAMBA_CACHE")
+    ]
+    fields = {
+        "max_mamba_cache_size": None,
+        "disable_radix_cache": False,
+        "disable_overlap_schedule": False,
+        "max_running_requests": reqs,
+        "mamba_full_memory_ratio": 0.9,
+        "speculative_num_draft_tokens": draft,
+    }
+    args, bags = _Args(**fields), _Args(**fields)  # 0.5.16's server_args; the later bags
+    bags.mamba = types.SimpleNamespace(
+        enable_mamba_extra_buffer=True,
+        enable_mamba_extra_buffer_lazy=False,
+        enable_linear_replayssm_spec=False,
+    )
+    env: dict[str, Any] = {
+        "get_schedule": lambda: bags,
+        "get_spec": lambda: bags,
+        "get_context": lambda: bags,
+        "get_memory": lambda: bags,
+        "get_exec": lambda: bags,
+        "get_pp_indices": None,
+        "get_mamba_tracking_slots": lambda *, extra_buffer, overlap, lazy=False: (
+            0 if not extra_buffer else 1 if lazy or not overlap else 2
+        ),
+        "envs": types.SimpleNamespace(
+            SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK=types.SimpleNamespace(get=lambda: False)
+        ),
+        "_pd_prefill_skips_mamba_spec_state": lambda: False,
+        "mamba_extra_buffer_enabled": lambda: True,  # 0.5.18 – 0.5.21
+        "mamba_extra_buffer_lazy_enabled": lambda: False,
+    }
+    exec(compile(ast.Module(consts, []), str(path), "exec"), env)
+    found = _methods(
+        path,
+        "KVCacheConfigurator",
+        {"_handle_max_mamba_cache", "_calculate_mamba_ratio"},
+        env,
+    )
+    # 0.5.16 reads self.server_args / self.ps; later releases the bags above and self.pp_size.
+    params = types.SimpleNamespace(mamba_cache_per_req=per_req, layers=list(range(36)))
+    runner = types.SimpleNamespace(
+        mambaish_config=types.SimpleNamespace(mamba2_cache_params=params),
+        server_args=args,
+        ps=types.SimpleNamespace(attn_dp_size=1, pp_size=1),
+        pp_size=1,
+        attn_dp_size=1,
+        extra_mamba_cache_bytes_per_req=0,
+        fused_entry_bytes=lambda _name: None,
+        hybrid_gdn_config=object(),
+        hybrid_kda_config=None,
+        spec_algorithm=types.SimpleNamespace(is_none=lambda: draft is None),
+    )
+    runner._calculate_mamba_ratio = lambda: found["_calculate_mamba_ratio"](runner)
+    left = found["_handle_max_mamba_cache"](runner, rest_bytes / (1 << 30))
+    return args.max_mamba_cache_size or bags.max_mamba_cache_size, left
+
+
+def main_configurator(sources: list[str]) -> None:
+    """``python tests/kv/sglang_hybrid_reference.py --configurator SRC_0.5.16 …``: Qwen3-Next
+    at tp 1 (mamba_cache_per_req 77,266,944 B, 24,576 B per token), 40 GiB, without and with
+    four draft tokens (48 requests)."""
+    per, cell, rest = 36 * 8192 * 3 * 2 + 36 * 32 * 128 * 128 * 4, 24576, 40 << 30
+    for src in map(Path, sources):
+        for draft, reqs in ((None, None), (4, 48), (4, 8)):
+            slots, left = configurator(src, per, rest, draft, reqs)
+            tokens = int(left * (1 << 30)) // cell
+            print(f"{src}: D {draft} requests {reqs}: slots {slots}, tokens {tokens}")
+
+
 def main() -> None:
     if sys.argv[1] == "newer":
         main_newer(sys.argv[2:])
         return
+    if sys.argv[1] == "--configurator":
+        return main_configurator(sys.argv[2:])
     src053, src054 = Path(sys.argv[1]), Path(sys.argv[2])
     names = ("0.5.5", "0.5.6", "0.5.7")
     later = [(Path(a), r) for a, r in zip(sys.argv[3:], names, strict=False)]

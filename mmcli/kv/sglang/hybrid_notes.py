@@ -3,6 +3,7 @@ take off the budget, and what speculative decoding adds (facts in docs/kv-share-
 
 from __future__ import annotations
 
+from mmcli.kv.sglang.configurator_state import configurator_note
 from mmcli.kv.sglang.hybrid import MAMBA_FULL_MEMORY_RATIO, HybridState
 from mmcli.kv.sglang.releases import SglangRules
 from mmcli.kv.sglang.speculative import DEFAULT_RUNNING_REQUESTS, Speculative
@@ -17,6 +18,7 @@ def state_notes(
     cell_bytes: int,
     draft: int,
     reserved_requests: int | None,
+    joint_reserve: int = 0,
 ) -> list[str]:
     """The state pool's two notes. ``draft``: the speculative D (0: off); ``reserved_requests``:
     the requests the release reserves the D intermediate states for (None: they share the
@@ -28,7 +30,11 @@ def state_notes(
     spec = f" // {1 + shared}" if shared else ""
     budget = "budget" if not reserve else f"(budget − {reserve / _GIB:.2f} GiB)"
     ratio = rules.mamba_slots_per_request
-    if state.radix_cache:
+    if rules.speculative_joint_solve and state.radix_cache:
+        how = configurator_note(state, rules, slots, draft, joint_reserve)
+        pad = 1 if rules.mamba_pad_slot_budgeted else 0
+        taken = ((slots + pad) * per + joint_reserve) / _GIB
+    elif state.radix_cache:
         how = (
             f"max_mamba_cache_size = int({budget} × {MAMBA_FULL_MEMORY_RATIO}/"
             f"{1 + MAMBA_FULL_MEMORY_RATIO:g} // {per:,} B{spec}) = {slots:,} "
@@ -66,6 +72,13 @@ def speculative_note(spec: Speculative, rules: SglangRules) -> str:
     """What EAGLE / NEXTN speculative decoding changes in the pools of ``rules.release``."""
     d, text = spec.num_draft_tokens, f"speculative decoding ({spec.num_steps} steps, top-k "
     text += f"{spec.eagle_topk}, {d} draft tokens): "
+    if rules.speculative_joint_solve:
+        return text + (
+            f"the {d} intermediate states per request are solved with the slots and allocated "
+            "for the request pool + 1; the radix cache stays on; the token pool gets no draft "
+            "headroom; a --speculative-draft-model-path drafter's layers (added to the cell) "
+            "and the draft model's own pool are not counted"
+        )
     if rules.speculative_states_reserved:
         return text + (
             f"the {d} intermediate states per request are reserved apart, by "

@@ -26,6 +26,7 @@ from mmcli.kv.sglang.budget import (
     estimated_rest,
     reserves_text,
 )
+from mmcli.kv.sglang.configurator_state import configurator_slots
 from mmcli.kv.sglang.dsa import NsaCell, is_nsa, nsa_for_budget, nsa_notes
 from mmcli.kv.sglang.geometry import (
     Cell,
@@ -232,9 +233,15 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
     per_token = cell.bytes_per_token if nsa is None else nsa.budget_bytes_per_token
     if swa is not None and swa.full_half_bytes is not None:  # Gemma 4: no uniform cell
         per_token = int(swa.solved)
-    slots = 0
+    slots = joint = 0
+    draft = 0 if spec is None else spec.num_draft_tokens
     if state is None:
         raw = max(0, rest // per_token)
+    elif rules.speculative_joint_solve and state.radix_cache:
+        slots, left, joint = configurator_slots(
+            state, rest / _GIB, rules, draft=draft, requests=user_requests
+        )
+        raw = max(0, int(left * (1 << 30) // cell.bytes_per_token))
     else:
         slots, left = state_slots(
             state,
@@ -255,7 +262,8 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
     if state is not None and reqs is not None:
         per = rules.mamba_slots_per_request if state.radix_cache else 1
         reqs = min(reqs, slots // per)
-    if spec is not None and reqs is not None and not rules.speculative_states_reserved:
+    apart = rules.speculative_states_reserved or rules.speculative_joint_solve
+    if spec is not None and reqs is not None and not apart:
         # The target's pool also holds the draft and verify tokens (draft_runner_cache_size).
         raw += spec.headroom(reqs)
         tokens = raw if options.max_total_tokens is None else min(raw, options.max_total_tokens)
@@ -288,9 +296,9 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
         slot_estimate = estimate if state.radix_cache else None
         figures["state_bytes_per_request"] = Figure(state.bytes_per_request)
         figures["state_slots"] = Figure(slots, slot_estimate)
-        draft = 0 if spec is None else spec.num_draft_tokens
         reserved = user_requests if rules.speculative_states_reserved else None
-        notes.extend(state_notes(state, rules, slots, cell.bytes_per_token, draft, reserved))
+        cell_bytes = cell.bytes_per_token
+        notes.extend(state_notes(state, rules, slots, cell_bytes, draft, reserved, joint))
         if spec is not None:
             notes.append(speculative_note(spec, rules))
     refusal = None
@@ -341,9 +349,9 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
             # The state pool is built (and logged) before the token pool.
             pool_slots = slots if rules.hybrid_rule == "ratio" else reqs
             line = state_line(state, rules, pool_slots)
-            rows = reqs if rules.speculative_states_reserved else pool_slots
+            rows = reqs if apart else pool_slots
             if spec is not None and rows is not None:
-                line += intermediate_sizes(state, rows, spec)
+                line += intermediate_sizes(state, rows, spec, rules)
             result.log_lines.insert(0, line)
     return result
 

@@ -333,10 +333,11 @@ _SSM_FROM = [r.release for r in RELEASES].index("0.5.9")  # see ssm_dtype_from_c
 #: pre-capture reserve only under SGLANG_ENABLE_POST_CAPTURE_KV_SIZING, False); the radix
 #: strategy "auto" resolves to extra_buffer for the three models (arg_groups/overrides.py
 #: _mamba_radix_cache_resolution, :1190 in 0.5.16: overlap on, linear_attn_backend triton),
-#: so requests are capped at slots // (3 + 2) (_calculate_mamba_ratio :1572). Speculative
-#: decoding (a joint solve, :1756) is not mirrored there.
+#: so requests are capped at slots // (3 + 2) (_calculate_mamba_ratio :1572); EAGLE / NEXTN
+#: solve the slots jointly (:1756; row fields speculative_joint_solve, mamba_pad_slot_budgeted).
 _STATE_POOL_FROM = [r.release for r in RELEASES].index("0.5.16")
 _GEMMA4_TO = [r.release for r in RELEASES].index("0.5.21")  # see gemma4_swa_mirrored
+_PAD_SLOT_FROM = [r.release for r in RELEASES].index("0.5.17")  # see mamba_pad_slot_budgeted
 RELEASES = tuple(
     replace(
         r,
@@ -359,6 +360,9 @@ RELEASES = tuple(
         #: stops the start (kv_cache_configurator.py:1798 in 0.5.16, :3394 in 0.5.23).
         mamba_radix_page_one=False,
         mamba_slots_error=True,
+        speculative_joint_solve=True,
+        conv_window_dedup=True,
+        mamba_pad_slot_budgeted=i >= _PAD_SLOT_FROM,
     )
     for i, r in enumerate(RELEASES)
 )

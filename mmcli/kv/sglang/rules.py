@@ -143,6 +143,22 @@ class SglangRules:
     #: model_runner_kv_cache_mixin.py:167 'Not enough GPU memory for hybrid (mamba/linear-
     #: attention) state cache'), where earlier releases stop at 'max_running_request is zero'.
     mamba_slots_error: bool = False
+    #: Whether the state slots are solved by KVCacheConfigurator._handle_max_mamba_cache
+    #: (0.5.16 mem_cache/kv_cache_configurator.py:1703): with EAGLE / NEXTN, jointly with the
+    #: intermediate states, ``budget // (per_req × (1 + D / r))`` (r the requests' slot ratio),
+    #: then ``per_req × min(--max-running-requests, slots // r) × D`` reserved; the radix
+    #: cache stays on, no draft headroom (mmcli.kv.sglang.configurator_state).
+    speculative_joint_solve: bool = False
+    #: Whether that solve budgets MambaPool's padding slot (0.5.17 :1935 – :1977, 0.5.23
+    #: :3364 – :3405): slots ``(budget − per_req) // per_req`` and (slots + 1) × per_req off
+    #: the budget; with EAGLE / NEXTN ``(budget − per_req (1 + D)) // (per_req (1 + D / r))``
+    #: and the intermediate states of requests + 1.
+    mamba_pad_slot_budgeted: bool = False
+    #: Whether a linear draft chain (top-k 1) on CUDA stores the intermediate conv windows
+    #: deduplicated, one ``(dim, D + K − 2)`` buffer per layer and row (0.5.16
+    #: mem_cache/memory_pool.py:110 ``conv_window_dedup_enabled``, :389), which the Mamba
+    #: Cache line's intermediate_conv_window_cache size reports (:727).
+    conv_window_dedup: bool = False
     #: Hybrid architectures the release serves whose state pool is not mirrored (0.5.9
     #: model_runner.py:1580: Qwen3.5 / 3.6, their GDN config under ``text_config``): refused.
     hybrid_unmirrored: tuple[str, ...] = ()

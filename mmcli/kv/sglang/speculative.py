@@ -18,6 +18,10 @@ facts, with file and line, are in docs/kv-share-engines.md:
   --max-total-tokens cap and the page floor.
 * (``speculative_states_reserved``) the intermediate states are reserved apart, ``per_req ×
   max_running_requests × D``, allocated for the request pool + 1, with no token headroom.
+* (``speculative_joint_solve``, 0.5.16 on) the slots are solved jointly with them
+  (:mod:`mmcli.kv.sglang.configurator_state`), the radix cache stays on, the caches are sized
+  by the request pool + 1, no token headroom. Not counted there: a draft model's layers that
+  ``--speculative-draft-model-path`` adds to the cell (pool_configurator.py, not given here).
 """
 
 from __future__ import annotations
@@ -25,12 +29,15 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from mmcli.errors import InputError
-from mmcli.kv.sglang.hybrid import HybridState
+from mmcli.kv.sglang.hybrid import CONV_BYTES, HybridState
 from mmcli.kv.sglang.releases import SglangRules, newest_release
 
 #: ``max_running_requests`` when speculative decoding is on and it is not given (0.5.5
 #: server_args.py:1534).
 DEFAULT_RUNNING_REQUESTS = 48
+#: ``--mamba-track-interval``'s default, which extra_buffer asserts is at least the draft tokens
+#: (0.5.16 server_args.py:2142, :4844; 0.5.23 arg_groups/fields/exec_.py:533, mamba_hook.py:133).
+MAMBA_TRACK_INTERVAL = 256
 #: The headroom's fixed "buffer" tokens (0.5.5 model_runner.py:1582 ``draft_runner_cache_size``).
 HEADROOM_BUFFER = 100
 
@@ -108,10 +115,17 @@ def checked_speculative(
         newest = newest_release(_mirrored)
         raise InputError(
             f"SGLang {rules.release}: speculative decoding is mirrored only for the hybrid GDN "
-            f"/ Mamba-2 models of SGLang {newest} and older (its draft states in the state "
-            "slots); the draft runner's own pool, and the rules of later releases, are not",
+            f"/ Mamba-2 models of the releases whose state pool is mirrored (newest {newest}; "
+            "its draft states in the state pool); the draft runner's own pool is not",
             hint=f"plan without --speculative-num-steps, or a hybrid model with --sglang-version "
             f"{newest}",
+        )
+    if rules.speculative_joint_solve and spec.num_draft_tokens > MAMBA_TRACK_INTERVAL:
+        raise InputError(
+            f"SGLang {rules.release}: {spec.num_draft_tokens} draft tokens exceed "
+            f"--mamba-track-interval {MAMBA_TRACK_INTERVAL}, which the extra_buffer radix "
+            "strategy asserts against at start-up (a larger interval is not mirrored)",
+            hint=f"plan with at most {MAMBA_TRACK_INTERVAL} draft tokens",
         )
     if rules.speculative_mamba2_radix_off and state.architecture == "NemotronHForCausalLM":
         raise InputError(
@@ -124,14 +138,25 @@ def checked_speculative(
 
 
 def _mirrored(rules: SglangRules) -> bool:
-    planned = rules.speculative_state_in_slots or rules.speculative_states_reserved
+    planned = (
+        rules.speculative_state_in_slots
+        or rules.speculative_states_reserved
+        or rules.speculative_joint_solve
+    )
     return planned and not rules.speculative_radix_error
 
 
-def intermediate_sizes(state: HybridState, rows: int, spec: Speculative) -> str:
+def intermediate_sizes(
+    state: HybridState, rows: int, spec: Speculative, rules: SglangRules | None = None
+) -> str:
     """The rest of MambaPool's line with speculative decoding (0.5.5 memory_pool.py:257), its
-    caches of ``rows`` + 1 rows (the slots; 0.5.7 the request pool, memory_pool.py:205)."""
+    caches of ``rows`` + 1 rows (the slots; 0.5.7 the request pool, memory_pool.py:205); the
+    conv windows deduplicated where ``rules.conv_window_dedup`` and top-k is 1."""
     ssm, conv = state.intermediate_bytes(rows, spec.num_draft_tokens)
+    if rules is not None and rules.conv_window_dedup and spec.eagle_topk == 1:
+        dim, window = state.conv_shape
+        conv = state.state_layers * (rows + 1) * dim * (spec.num_draft_tokens + window - 1)
+        conv *= CONV_BYTES
     return (
         f" intermediate_ssm_state_cache size: {ssm / _GIB:.2f}GB "
         f"intermediate_conv_window_cache size: {conv / _GIB:.2f}GB"
