@@ -22,10 +22,12 @@ from mmcli.kv.explain.engine_rows import (
 )
 from mmcli.kv.explain.engine_rows import row as _row
 from mmcli.kv.explain.sglang_dense import explain_dense
+from mmcli.kv.explain.sglang_dsa import explain_dsa
 from mmcli.kv.explain.sglang_state import budgets, hybrid_rules, refuse_unmirrored
 from mmcli.kv.explain.sglang_swa import explain_swa
 from mmcli.kv.model import ModelConfig
 from mmcli.kv.sglang import SglangOptions
+from mmcli.kv.sglang.dsa import is_nsa
 from mmcli.kv.sglang.geometry import hybrid_cell
 from mmcli.kv.sglang.state_wording import STATE_LINE_WORDING, state_line_release
 from mmcli.kv.state import MambaSpec
@@ -44,6 +46,8 @@ def explain_sglang(config: ModelConfig, doc: dict[str, Any], log: SglangLog) -> 
         result = _explain_hybrid(config, doc, log)
         result.releases_matching = [result.release] if result.matches else []
         return result
+    if is_nsa(doc):
+        return explain_dsa(config, doc, log)
     if log.swa_full_tokens is not None:
         return explain_swa(config, doc, log)
     return explain_dense(config, doc, log)
