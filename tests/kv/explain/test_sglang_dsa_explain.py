@@ -24,9 +24,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from mmcli.cli.main import app
+from mmcli.errors import InputError
 from mmcli.kv.explain.engine_logs import parse_sglang_log
 from mmcli.kv.explain.engines import explain_sglang
 from mmcli.kv.inputs.layer_config import load_config, read_document
@@ -130,3 +132,10 @@ def test_cli_explains_the_11309_log() -> None:
     assert out.exit_code == 0, out.output
     doc = json.loads(out.output)
     assert doc["release"] == "0.5.4–0.5.9" and doc["matches"]
+
+
+def test_a_kv_line_dtype_the_nsa_pool_does_not_take_is_refused() -> None:
+    # NSATokenToKVPool takes bfloat16 or fp8_e4m3 (tests/kv/test_sglang_dsa.py); fp8_e5m2 is not.
+    line = _line("0.5.23", "bfloat16", 100_000 * 78_324).replace("bfloat16", "float8_e5m2")
+    with pytest.raises(InputError, match="names dtype torch.float8_e5m2"):
+        explain(line)
