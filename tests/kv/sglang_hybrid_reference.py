@@ -1,6 +1,6 @@
 """Recompute tests/kv/test_sglang_hybrid.py's figures with SGLang's own released functions.
 
-Not a test (it needs the wheels; ``--configurator SRC_0.5.16 …`` runs 0.5.16 on, see
+Not a test (it needs the wheels; ``--configurator SRC_0.5.14 …`` runs 0.5.14 on, see
 main_configurator): ``pip download sglang==0.5.3 sglang==0.5.4 --no-deps``,
 unzip each, then ``python tests/kv/sglang_hybrid_reference.py SRC_0.5.3 SRC_0.5.4`` with torch
 and numpy installed (add ``SRC_0.5.5 SRC_0.5.6 SRC_0.5.7``, sglang 0.5.5 – 0.5.7 unzipped, for
@@ -200,8 +200,13 @@ class _Args(types.SimpleNamespace):
 
 def configurator(src: Path, per_req: int, rest_bytes: int, draft: int | None, reqs: int | None):
     """0.5.16 on: KVCacheConfigurator._handle_max_mamba_cache and _calculate_mamba_ratio
-    (mem_cache/kv_cache_configurator.py), unchanged from the wheel, on a stubbed self."""
+    (mem_cache/kv_cache_configurator.py), unchanged from the wheel, on a stubbed self; 0.5.14 /
+    0.5.15 (no configurator): ModelRunnerKVCacheMixin's handle_max_mamba_cache and
+    _calculate_mamba_ratio (model_executor/model_runner_kv_cache_mixin.py)."""
     path = src / "sglang/srt/mem_cache/kv_cache_configurator.py"
+    mixin = not path.exists()
+    if mixin:
+        path = src / "sglang/srt/model_executor/model_runner_kv_cache_mixin.py"
     tree = ast.parse(path.read_text())
     consts = [
         n
@@ -217,6 +222,7 @@ def configurator(src: Path, per_req: int, rest_bytes: int, draft: int | None, re
         "max_running_requests": reqs,
         "mamba_full_memory_ratio": 0.9,
         "speculative_num_draft_tokens": draft,
+        "enable_dp_attention": False,  # 0.5.14 / 0.5.15
     }
     args, bags = _Args(**fields), _Args(**fields)  # 0.5.16's server_args; the later bags
     bags.mamba = types.SimpleNamespace(
@@ -242,10 +248,11 @@ def configurator(src: Path, per_req: int, rest_bytes: int, draft: int | None, re
         "mamba_extra_buffer_lazy_enabled": lambda: False,
     }
     exec(compile(ast.Module(consts, []), str(path), "exec"), env)
+    handle = "handle_max_mamba_cache" if mixin else "_handle_max_mamba_cache"
     found = _methods(
         path,
-        "KVCacheConfigurator",
-        {"_handle_max_mamba_cache", "_calculate_mamba_ratio"},
+        "ModelRunnerKVCacheMixin" if mixin else "KVCacheConfigurator",
+        {handle, "_calculate_mamba_ratio"},
         env,
     )
     # 0.5.16 reads self.server_args / self.ps; later releases the bags above and self.pp_size.
@@ -256,6 +263,7 @@ def configurator(src: Path, per_req: int, rest_bytes: int, draft: int | None, re
         ps=types.SimpleNamespace(attn_dp_size=1, pp_size=1),
         pp_size=1,
         attn_dp_size=1,
+        dp_size=1,  # 0.5.14 / 0.5.15
         extra_mamba_cache_bytes_per_req=0,
         fused_entry_bytes=lambda _name: None,
         hybrid_gdn_config=object(),
@@ -263,12 +271,12 @@ def configurator(src: Path, per_req: int, rest_bytes: int, draft: int | None, re
         spec_algorithm=types.SimpleNamespace(is_none=lambda: draft is None),
     )
     runner._calculate_mamba_ratio = lambda: found["_calculate_mamba_ratio"](runner)
-    left = found["_handle_max_mamba_cache"](runner, rest_bytes / (1 << 30))
+    left = found[handle](runner, rest_bytes / (1 << 30))
     return args.max_mamba_cache_size or bags.max_mamba_cache_size, left
 
 
 def main_configurator(sources: list[str]) -> None:
-    """``python tests/kv/sglang_hybrid_reference.py --configurator SRC_0.5.16 …``: Qwen3-Next
+    """``python tests/kv/sglang_hybrid_reference.py --configurator SRC_0.5.14 …``: Qwen3-Next
     at tp 1 (mamba_cache_per_req 77,266,944 B, 24,576 B per token), 40 GiB, without and with
     four draft tokens (48 requests)."""
     per, cell, rest = 36 * 8192 * 3 * 2 + 36 * 32 * 128 * 128 * 4, 24576, 40 << 30

@@ -156,9 +156,6 @@ def test_budget_from_gpu_makes_ratio_slots_an_estimate() -> None:
         (QWEN3_NEXT, "0.4.9", "no hybrid state pool in SGLang 0.4.9.post2"),
         (CONFIGS / "ai21labs--AI21-Jamba-1.5-Mini.json", "0.5.4", "JambaForCausalLM"),
         (CONFIGS / "ai21labs--AI21-Jamba-1.5-Mini.json", "0.5.6", "JambaForCausalLM"),
-        # 0.5.14 resolves the mamba radix-cache strategy anew (server_args.py:4380): its
-        # state pool is not read; the refusal names 0.5.13.
-        (QWEN3_NEXT, "0.5.14", "state pool of SGLang 0.5.14 is not mirrored.*after 0.5.13"),
     ],
 )
 def test_hybrids_a_release_does_not_serve_are_refused(

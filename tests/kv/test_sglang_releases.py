@@ -120,13 +120,6 @@ def test_sliding_layers_of_gemma_3_keep_every_token_where_the_pool_is_mirrored(
         assert plan(path, release=release, memory_bytes=GiB).value("pool_tokens") == 21_845
 
 
-def test_hybrid_state_pool_is_refused_after_0_5_13() -> None:
-    # 0.5.14 server_args.py:4380 resolves mamba_radix_cache_strategy "auto" to extra_buffer
-    # under the overlap schedule (not read for the state pool).
-    with pytest.raises(InputError, match="the state pool of SGLang 0.5.14 is not mirrored"):
-        plan(QWEN3_NEXT, release="0.5.14", memory_bytes=40 * GiB)
-
-
 def test_v_head_dim_other_than_head_dim_is_refused_from_0_5_7(tmp_path: Path) -> None:
     # 0.5.7 srt/model_executor/model_runner_kv_cache_mixin.py:86: kv_heads · (head_dim +
     # v_head_dim); 0.5.6 model_executor/model_runner.py:1419: kv_heads · head_dim · 2.

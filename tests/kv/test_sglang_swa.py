@@ -82,7 +82,7 @@ def test_mimo_v2_flash_is_refused_in_0_5_7(tmp_path: Path) -> None:
 def test_help_names_the_newest_sliding_and_state_releases() -> None:
     text = sglang_version_help()
     assert "sliding-window models: 0.4.6.post5 – 0.5.23" in text
-    # The state pool is mirrored for 0.5.3 – 0.5.13 (model_runner_kv_cache_mixin.py) and
-    # 0.5.16 – 0.5.23 (kv_cache_configurator.py); 0.5.14 / 0.5.15 resolve the mamba radix
-    # strategy "auto" to extra_buffer (server_args.py:4380 in 0.5.14), not mirrored.
-    assert "hybrid GDN / Mamba models: 0.5.3 – 0.5.13, 0.5.16 – 0.5.23" in text
+    # The state pool is mirrored for 0.5.3 – 0.5.15 (model_runner.py, then
+    # model_runner_kv_cache_mixin.py:122 handle_max_mamba_cache in 0.5.14, :141 in 0.5.15) and
+    # 0.5.16 – 0.5.23 (kv_cache_configurator.py:1703 in 0.5.16): one run.
+    assert "hybrid GDN / Mamba models: 0.5.3 – 0.5.23)" in text

@@ -230,8 +230,7 @@ _CONFIGURATOR = replace(
     hybrid_swa_archs=(),
     swa_split="none",
     gpt_oss_sm100_swa_off=True,
-    #: 0.5.14 on resolve mamba_radix_cache_strategy "auto" to extra_buffer under the overlap
-    #: schedule (server_args.py:4380 ``_handle_mamba_radix_cache``): not mirrored.
+    #: The state pool: set for 0.5.14 on below (_STATE_POOL_FROM).
     hybrid_rule="unread",
     hybrid_models=(),
     hybrid_unmirrored=(),
@@ -328,14 +327,14 @@ _QUANT_FROM = [r.release for r in RELEASES].index("0.5.3")
 #: allocated. #tokens: …" (memory_pool.py:453 in 0.5.4, :744 in 0.5.12).
 _DTYPE_LINE_FROM = [r.release for r in RELEASES].index("0.5.13")
 _SSM_FROM = [r.release for r in RELEASES].index("0.5.9")  # see ssm_dtype_from_config
-#: 0.5.16 on: KVCacheConfigurator._handle_max_mamba_cache (mem_cache/kv_cache_configurator.py
-#: :1703 in 0.5.16) solves the slots as 0.5.9's mixin does without speculative decoding (its
-#: pre-capture reserve only under SGLANG_ENABLE_POST_CAPTURE_KV_SIZING, False); the radix
-#: strategy "auto" resolves to extra_buffer for the three models (arg_groups/overrides.py
-#: _mamba_radix_cache_resolution, :1190 in 0.5.16: overlap on, linear_attn_backend triton),
-#: so requests are capped at slots // (3 + 2) (_calculate_mamba_ratio :1572); EAGLE / NEXTN
-#: solve the slots jointly (:1756; row fields speculative_joint_solve, mamba_pad_slot_budgeted).
-_STATE_POOL_FROM = [r.release for r in RELEASES].index("0.5.16")
+#: 0.5.14 on: handle_max_mamba_cache (model_runner_kv_cache_mixin.py:122 in 0.5.14, :141 in
+#: 0.5.15; KVCacheConfigurator._handle_max_mamba_cache :1703 in 0.5.16) solves the slots as 0.5.9
+#: does without speculative decoding; "auto" resolves to extra_buffer for the three models
+#: (server_args.py:4380 _handle_mamba_radix_cache in 0.5.14, overrides.py:1038 in 0.5.15, :1190
+#: in 0.5.16: overlap on, linear_attn_backend triton), requests capped at slots // (3 + 2)
+#: (_calculate_mamba_ratio :274 / :293 / :1572); EAGLE / NEXTN solve the slots jointly (:178 in
+#: 0.5.14, :1756 in 0.5.16; row fields speculative_joint_solve, mamba_pad_slot_budgeted).
+_STATE_POOL_FROM = [r.release for r in RELEASES].index("0.5.14")
 _GEMMA4_TO = [r.release for r in RELEASES].index("0.5.21")  # see gemma4_swa_mirrored
 _PAD_SLOT_FROM = [r.release for r in RELEASES].index("0.5.17")  # see mamba_pad_slot_budgeted
 RELEASES = tuple(

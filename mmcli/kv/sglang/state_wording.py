@@ -32,13 +32,13 @@ _CAPS = sorted(
         if RELEASES[i].mamba2_radix_cache
     }
 )
-#: The releases between the ratio ones whose state pool is not mirrored (first – last).
-_UNREAD = " – ".join(
-    RELEASES[i].release
-    for i in (
-        min(i for i in range(_RATIO_ROWS[0], _RATIO_ROWS[-1]) if i not in _RATIO_ROWS),
-        max(i for i in range(_RATIO_ROWS[0], _RATIO_ROWS[-1]) if i not in _RATIO_ROWS),
-    )
+#: The releases between the ratio ones whose state pool is not mirrored (first – last), if any.
+_GAP = [i for i in range(_RATIO_ROWS[0], _RATIO_ROWS[-1]) if i not in _RATIO_ROWS]
+_UNREAD = (
+    f", the state pools of {RELEASES[_GAP[0]].release} – {RELEASES[_GAP[-1]].release} are not "
+    "mirrored"
+    if _GAP
+    else ""
 )
 #: What each release's ``Mamba Cache is allocated`` line says (memory_pool.py of its wheel).
 STATE_LINE_WORDING = {
@@ -47,8 +47,8 @@ STATE_LINE_WORDING = {
         f"(memory_pool.py:222); {_NO_SLOTS}'s names no slot count (:177), older releases have "
         f"no state pool; {_SLOTS} – {_NEWEST_RATIO} word it alike ({_SAME_SIZE} size it "
         f"alike; later ones reserve the speculative states apart and cap the requests at "
-        f"slots // {' or '.join(_CAPS)}, so their logs are checked against {_SLOTS}'s sizes), "
-        f"the state pools of {_UNREAD} are not mirrored"
+        f"slots // {' or '.join(_CAPS)}, so their logs are checked against {_SLOTS}'s sizes)"
+        f"{_UNREAD}"
     ),
     _NO_SLOTS: (
         f"the Mamba Cache line names no max_mamba_cache_size: SGLang {_NO_SLOTS}'s wording "
