@@ -114,3 +114,24 @@ def test_qwen3_5_stays_refused_naming_0_5_9(release: str) -> None:
     with pytest.raises(InputError, match=f"SGLang {release} serves it .* not mirrored") as err:
         plan_with(release, path, memory_bytes=40 * GiB)
     assert "--sglang-version 0.5.9" in str(err.value.hint)
+
+
+@pytest.mark.parametrize("release", ["0.5.14", "0.5.15", "0.5.16", "0.5.23"])
+def test_a_page_size_that_does_not_divide_the_track_interval_stops_the_start(release: str) -> None:
+    # extra_buffer asserts mamba_track_interval % page_size == 0 (0.5.14 server_args.py:4377,
+    # 0.5.23 arg_groups/mamba_hook.py:135); the interval defaults to 256 (0.5.14 :1741).
+    with pytest.raises(InputError, match="--page-size 48 does not divide --mamba-track-interval"):
+        plan_with(release, QWEN3_NEXT, memory_bytes=40 * GiB, page_size=48, page_size_given=True)
+    result = plan_with(
+        release, QWEN3_NEXT, memory_bytes=40 * GiB, page_size=64, page_size_given=True
+    )
+    assert result.value("pool_tokens") % 64 == 0
+
+
+def test_no_buffer_releases_set_the_page_to_one_instead() -> None:
+    # 0.5.11 – 0.5.13 keep no_buffer, which replaces a given page size by 1 (0.5.11
+    # server_args.py:2425): no assert against the interval there.
+    result = plan_with(
+        "0.5.13", QWEN3_NEXT, memory_bytes=40 * GiB, page_size=48, page_size_given=True
+    )
+    assert result.value("block_tokens") == 1

@@ -48,6 +48,7 @@ from mmcli.kv.sglang.qwen3_5 import check_default_vision
 from mmcli.kv.sglang.releases import SglangRules, sglang_rules
 from mmcli.kv.sglang.speculative import (
     DEFAULT_RUNNING_REQUESTS,
+    check_track_interval,
     checked_speculative,
     intermediate_sizes,
     speculative_state,
@@ -230,6 +231,7 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
     page = options.page_size if nsa is None else nsa.page
     if state is not None and state.radix_cache and rules.mamba_radix_page_one:
         page = 1  # the radix cache's no_buffer strategy sets page_size 1 (server_args.py)
+    check_track_interval(rules, state, page)
     per_token = cell.bytes_per_token if nsa is None else nsa.budget_bytes_per_token
     if swa is not None and swa.full_half_bytes is not None:  # Gemma 4: no uniform cell
         per_token = int(swa.solved)

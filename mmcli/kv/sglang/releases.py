@@ -361,6 +361,7 @@ RELEASES = tuple(
         mamba_slots_error=True,
         speculative_joint_solve=True,
         conv_window_dedup=True,
+        mamba_extra_buffer=True,
         mamba_pad_slot_budgeted=i >= _PAD_SLOT_FROM,
     )
     for i, r in enumerate(RELEASES)

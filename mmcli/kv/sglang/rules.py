@@ -159,6 +159,12 @@ class SglangRules:
     #: mem_cache/memory_pool.py:110 ``conv_window_dedup_enabled``, :389), which the Mamba
     #: Cache line's intermediate_conv_window_cache size reports (:727).
     conv_window_dedup: bool = False
+    #: Whether the radix cache of these models takes the extra_buffer strategy ("auto" resolved
+    #: under the overlap schedule, 0.5.14 server_args.py:4380; 0.5.15 on arg_groups/overrides.py),
+    #: whose start asserts that --mamba-track-interval is a multiple of the page size and at
+    #: least the draft tokens (0.5.14 server_args.py:4364 – :4378 ``_validate_mamba_extra_buffer``,
+    #: 0.5.23 arg_groups/mamba_hook.py:133 – :135).
+    mamba_extra_buffer: bool = False
     #: Hybrid architectures the release serves whose state pool is not mirrored (0.5.9
     #: model_runner.py:1580: Qwen3.5 / 3.6, their GDN config under ``text_config``): refused.
     hybrid_unmirrored: tuple[str, ...] = ()

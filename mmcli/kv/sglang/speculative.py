@@ -120,7 +120,7 @@ def checked_speculative(
             hint=f"plan without --speculative-num-steps, or a hybrid model with --sglang-version "
             f"{newest}",
         )
-    if rules.speculative_joint_solve and spec.num_draft_tokens > MAMBA_TRACK_INTERVAL:
+    if rules.mamba_extra_buffer and spec.num_draft_tokens > MAMBA_TRACK_INTERVAL:
         raise InputError(
             f"SGLang {rules.release}: {spec.num_draft_tokens} draft tokens exceed "
             f"--mamba-track-interval {MAMBA_TRACK_INTERVAL}, which the extra_buffer radix "
@@ -135,6 +135,19 @@ def checked_speculative(
             "--sglang-version",
         )
     return spec
+
+
+def check_track_interval(rules: SglangRules, state: HybridState | None, page: int) -> None:
+    """Refuse a page size the extra_buffer strategy's start-up assert rejects."""
+    if state is None or not state.radix_cache or not rules.mamba_extra_buffer:
+        return
+    if MAMBA_TRACK_INTERVAL % page:
+        raise InputError(
+            f"SGLang {rules.release}: --page-size {page} does not divide --mamba-track-interval "
+            f"{MAMBA_TRACK_INTERVAL}, which the extra_buffer radix strategy of "
+            f"{state.architecture} asserts at start-up (another interval is not mirrored)",
+            hint=f"plan with a page size that divides {MAMBA_TRACK_INTERVAL} (1, 16, 64, …)",
+        )
 
 
 def _mirrored(rules: SglangRules) -> bool:
