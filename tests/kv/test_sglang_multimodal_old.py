@@ -1,5 +1,5 @@
-"""SGLang 0.5.3 – 0.5.17: which models ``ModelConfig.is_multimodal`` calls multimodal, and what
-that does to Gemma 3's default ``mem_fraction_static``.
+"""SGLang 0.4.6.post5 – 0.5.17: which models ``ModelConfig.is_multimodal`` calls multimodal, and
+what that does to Gemma 3's default ``mem_fraction_static``.
 
 configs/model_config.py (each wheel): an unset --enable-multimodal is False when the first
 architecture is on ``mm_disabled_models`` = Gemma3ForConditionalGeneration,
@@ -144,7 +144,37 @@ def test_the_lists_grow_as_read() -> None:
     }
 
 
-def test_older_rows_still_read_a_vision_config() -> None:
-    # The 0.4.x rows were not read for is_multimodal: any vision_config counts there, and the
-    # plan says the adjustment is applied as if SGLang treats the architecture as multimodal.
-    assert is_multimodal({"vision_config": {}}, sglang_rules("0.4.9.post2"), from_gpu=True)
+#: 0.4.9.post2 server_args.py:331: ``mem_fraction_static *= 0.90`` for a multimodal model
+#: (``is_multimodal`` at configs/model_config.py:136: the list :612 alone; mm_disabled_models
+#: :112 Gemma 3 and Llama 4). H100 at tp 1 (:282): (9.5 + 1/2) GiB = 10,240 MiB reserved,
+#: 71,319 / 81,559 = 0.8745 → 0.874.
+def test_gemma3_on_0_4_9_is_not_scaled() -> None:
+    assert not is_multimodal(read_document(GEMMA3), sglang_rules("0.4.9.post2"), from_gpu=True)
+    budget, why = _plan(GEMMA3, "0.4.9.post2", 54 * GiB)
+    assert budget == int(H100 * 0.874) - 54 * GiB
+    assert "as if SGLang treats" not in why
+
+
+@pytest.mark.parametrize(
+    ("doc", "expected"),
+    [
+        # 0.4.6.post5 :534 lists 20 names, 0.4.7 :559 adds Phi-4-MM, 0.4.9.post2 :612 adds
+        # Gemma 3n, Qwen2-Audio and VILA; Qwen3-VL joins in 0.5.3 (:780).
+        (
+            {"architectures": ["Qwen2_5_VLForConditionalGeneration"]},
+            {"0.4.6.post5": True, "0.4.9.post2": True},
+        ),
+        ({"architectures": ["Phi4MMForCausalLM"]}, {"0.4.6.post5": False, "0.4.7": True}),
+        (
+            {"architectures": ["Qwen3VLMoeForConditionalGeneration"], "vision_config": {}},
+            {"0.4.9.post2": False, "0.5.3": True},
+        ),
+        (
+            {"architectures": ["Llama4ForConditionalGeneration"], "vision_config": {}},
+            {"0.4.6.post5": False, "0.4.9.post2": False},
+        ),
+    ],
+)
+def test_which_models_are_multimodal_on_0_4(doc: dict[str, Any], expected: dict[str, bool]) -> None:
+    found = {r: is_multimodal(doc, sglang_rules(r), from_gpu=True) for r in expected}
+    assert found == expected

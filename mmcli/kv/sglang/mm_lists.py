@@ -5,19 +5,21 @@ oldest release read that has the list; what each later release adds is in
 
 from __future__ import annotations
 
-#: The list's 33 names in 0.5.3 configs/model_config.py:780.
+#: The list's 20 names in 0.4.6.post5 configs/model_config.py:534.
 MM_BASE = tuple(
-    """CLIPModel DeepseekVL2ForCausalLM DotsOCRForCausalLM DotsVLMForCausalLM
-    Gemma3ForConditionalGeneration Gemma3nForConditionalGeneration Glm4vForConditionalGeneration
-    Glm4vMoeForConditionalGeneration Grok1AForCausalLM Grok1VForCausalLM
-    InternS1ForConditionalGeneration InternVLChatModel KimiVLForConditionalGeneration
+    """CLIPModel DeepseekVL2ForCausalLM Gemma3ForConditionalGeneration Grok1AForCausalLM
+    Grok1VForCausalLM InternVLChatModel KimiVLForConditionalGeneration
     Llama4ForConditionalGeneration LlavaForConditionalGeneration LlavaLlamaForCausalLM
     LlavaMistralForCausalLM LlavaQwenForCausalLM LlavaVidForCausalLM MiniCPMO MiniCPMV
     Mistral3ForConditionalGeneration MllamaForConditionalGeneration MultiModalityCausalLM
-    Phi4MMForCausalLM Qwen2AudioForConditionalGeneration Qwen2VLForConditionalGeneration
-    Qwen2_5_VLForConditionalGeneration Qwen3VLForConditionalGeneration
-    Qwen3VLMoeForConditionalGeneration Sarashina2VisionForCausalLM
-    Step3VLForConditionalGeneration VILAForConditionalGeneration""".split()
+    Qwen2VLForConditionalGeneration Qwen2_5_VLForConditionalGeneration""".split()
+)
+#: What 0.5.3 adds (:780, 33 names in all).
+MM_053 = tuple(
+    """DotsOCRForCausalLM DotsVLMForCausalLM Glm4vForConditionalGeneration
+    Glm4vMoeForConditionalGeneration InternS1ForConditionalGeneration
+    Qwen3VLForConditionalGeneration Qwen3VLMoeForConditionalGeneration
+    Sarashina2VisionForCausalLM Step3VLForConditionalGeneration""".split()
 )
 #: Dropped from the list when NVILA replaced it (0.5.5).
 VILA = "VILAForConditionalGeneration"

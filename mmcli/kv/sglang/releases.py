@@ -367,7 +367,7 @@ RELEASES = tuple(
     for i, r in enumerate(RELEASES)
 )
 RELEASES = tuple(replace(r, **sl.gemma4_fields(r, i <= _GEMMA4_TO)) for i, r in enumerate(RELEASES))
-RELEASES = tuple(replace(r, **mm_fields(r.release)) for r in RELEASES)  # 0.5.3 – 0.5.17
+RELEASES = tuple(replace(r, **mm_fields(r.release)) for r in RELEASES)  # through 0.5.17
 #: The newest release mirrored on both budget paths: its fraction_rule is not "unread".
 DEFAULT_RELEASE = next(r.release for r in reversed(RELEASES) if r.fraction_rule != "unread")
 _BY_NAME = {r.release: r for r in RELEASES}

@@ -103,7 +103,7 @@ class SglangRules:
     #: otherwise by a ``vision_config`` in the config.
     multimodal_by_arch: bool = False
     #: Before those rows, how ``is_multimodal`` reads a config (mmcli/kv/sglang/multimodal.py):
-    #: "vision-config" (any ``vision_config``; not read), "arch-list" (on
+    #: "vision-config" (any ``vision_config``: a row added unread), "arch-list" (on
     #: ``multimodal_archs``), "arch-or-vision" (that, a text sub-config, a vision_config or an
     #: audio_config), "arch-or-subconfig" (on the list or a text sub-config).
     multimodal_rule: MultimodalRule = "vision-config"
