@@ -1,6 +1,7 @@
 """Which models SGLang treats as multimodal, and whether their prefill CUDA graphs stay on, for
 the releases whose row sets ``multimodal_by_arch`` (the arch-list tables and the default
-``enable_multimodal`` of their configs/model_config.py).
+``enable_multimodal`` of their configs/model_config.py); the rows before them carry their own
+list (``multimodal_archs``) and reading (``multimodal_rule``).
 
 ``ModelConfig.is_multimodal`` is ``enable_multimodal and not language_model_only and (the
 architecture is in multimodal_model_archs, or the config has a text sub-config)``; an unset
@@ -66,13 +67,14 @@ _BREAKABLE_KEPT = frozenset(
     Qwen3_5MoeForConditionalGeneration KimiK3ForConditionalGeneration
     KimiK25ForConditionalGeneration""".split()
 )
-#: ``ModelConfig.__init__``'s ``mm_disabled_models``: an unset --enable-multimodal is False.
-_MM_OFF_BY_DEFAULT = (
+#: ``ModelConfig.__init__``'s ``mm_disabled_models``: an unset --enable-multimodal is False
+#: (the same three from 0.5.3; Inkling joins in 0.5.18).
+_MM_OFF_OLD = (
     "Gemma3ForConditionalGeneration",
     "Llama4ForConditionalGeneration",
     "Step3VLForConditionalGeneration",
-    "InklingForConditionalGeneration",
 )
+_MM_OFF_BY_DEFAULT = (*_MM_OFF_OLD, "InklingForConditionalGeneration")
 #: get_hf_text_config's sub-configs: a config with one is multimodal (has_multimodal_subconfig).
 _TEXT_SUBCONFIGS = ("thinker_config", "llm_config", "language_config", "text_config")
 
@@ -86,7 +88,7 @@ def is_multimodal(doc: dict[str, Any], rules: SglangRules, *, from_gpu: bool) ->
     """SGLang's ``model_config.is_multimodal`` for ``doc`` under a default launch, as far as the
     budget needs it (``from_gpu``: the budget comes from --gpu, not --memory, which needs none)."""
     if not rules.multimodal_by_arch:
-        return isinstance(doc.get("vision_config"), dict)
+        return _listed_multimodal(doc, rules)
     archs = _archs(doc)
     varying = sorted(a for a in archs if a in _VARYING)
     if not from_gpu:
@@ -102,12 +104,41 @@ def is_multimodal(doc: dict[str, Any], rules: SglangRules, *, from_gpu: bool) ->
         return False
     if first == "MiMoV2ForCausalLM" and not ("vision_config" in doc and "audio_config" in doc):
         return False
+    return _text_subconfig(doc) or any(a in _MULTIMODAL_ARCHS for a in archs)
+
+
+def _text_subconfig(doc: dict[str, Any]) -> bool:
+    """Whether get_hf_text_config picks a sub-config (Llava*ForCausalLM keep their own)."""
+    first = (_archs(doc) or [""])[0]
     llava_own = first.startswith("Llava") and first.endswith("ForCausalLM")
-    subconfig = not llava_own and any(isinstance(doc.get(k), dict) for k in _TEXT_SUBCONFIGS)
-    return subconfig or any(a in _MULTIMODAL_ARCHS for a in archs)
+    return not llava_own and any(isinstance(doc.get(k), dict) for k in _TEXT_SUBCONFIGS)
+
+
+def _listed_multimodal(doc: dict[str, Any], rules: SglangRules) -> bool:
+    """``is_multimodal`` before the ``multimodal_by_arch`` rows (``rules.multimodal_rule``)."""
+    if rules.multimodal_rule == "vision-config":
+        return isinstance(doc.get("vision_config"), dict)
+    archs = _archs(doc)
+    first = archs[0] if archs else ""
+    if first in _MM_OFF_OLD:
+        return False
+    both = "vision_config" in doc and "audio_config" in doc
+    if rules.multimodal_mimo_gate and first == "MiMoV2ForCausalLM" and not both:
+        return False
+    if any(a in rules.multimodal_archs for a in archs):
+        return True
+    if rules.multimodal_rule == "arch-or-vision":
+        return _text_subconfig(doc) or "vision_config" in doc or "audio_config" in doc
+    return rules.multimodal_rule == "arch-or-subconfig" and _text_subconfig(doc)
 
 
 def multimodal_graphs_kept(doc: dict[str, Any]) -> bool:
     """Whether a multimodal model keeps its breakable prefill CUDA graphs (the breakable rules'
     "multimodal model" entry turns them off for any other)."""
     return any(a in _BREAKABLE_KEPT for a in _archs(doc))
+
+
+def multimodal_mirrored(rules: SglangRules) -> bool:
+    """Whether ``rules``' release's own ``is_multimodal`` is mirrored (not read for the rows
+    that take any vision_config as multimodal)."""
+    return rules.multimodal_by_arch or rules.multimodal_rule != "vision-config"

@@ -43,7 +43,7 @@ from mmcli.kv.sglang.hybrid import (
     state_slots,
 )
 from mmcli.kv.sglang.hybrid_notes import speculative_note, state_notes
-from mmcli.kv.sglang.multimodal import is_multimodal
+from mmcli.kv.sglang.multimodal import is_multimodal, multimodal_mirrored
 from mmcli.kv.sglang.qwen3_5 import check_default_vision
 from mmcli.kv.sglang.releases import SglangRules, sglang_rules
 from mmcli.kv.sglang.speculative import (
@@ -156,7 +156,7 @@ def _budget(
         f"takes the {options.gpu_name or 'GPU'}'s total and subtracts the weights (CUDA "
         "context and communication buffers not counted)"
     )
-    if multimodal and options.mem_fraction_static is None and not rules.multimodal_by_arch:
+    if multimodal and options.mem_fraction_static is None and not multimodal_mirrored(rules):
         reason += "; the vision-model adjustment of the default fraction is applied as if "
         reason += "SGLang treats this architecture as multimodal"
     if rules.multimodal_kv_reserve and multimodal:

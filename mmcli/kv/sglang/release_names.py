@@ -5,7 +5,10 @@ spellings that map onto a row, and the ``ServerArgs`` field that first appears i
 
 from __future__ import annotations
 
+from typing import Any
+
 from mmcli.kv.sglang import swa_lists as sl
+from mmcli.kv.sglang.mm_lists import MM_053, MM_BASE, VILA
 from mmcli.kv.sglang.swa_lists import MIMO_V2, STEP3P5
 
 #: Short spellings of a read release (``0.4.6`` is the 0.4.6.post5 wheel that was read), and
@@ -69,3 +72,74 @@ _SWA_KEYS = list(SWA_ADDED)
 UNMIRRORED = {
     n: tuple(a for m in _SWA_KEYS[: i + 1] for a in SWA_ADDED[m]) for i, n in enumerate(_SWA_KEYS)
 }
+
+#: What each release adds to ``multimodal_model_archs`` (configs/model_config.py: 0.4.7 :559,
+#: 0.4.9.post2 :612, 0.5.3 :780, 0.5.4 :888,
+#: 0.5.5 :911, 0.5.6 :921, 0.5.7 :1050, 0.5.8 :1119, 0.5.9 :1211, 0.5.10 :1296, 0.5.11 :1384
+#: with MIMO_V2_MULTIMODAL_ARCHS :46, 0.5.12 :1495, 0.5.13 :1513, 0.5.14 :1645, 0.5.15 :1634,
+#: 0.5.16 :1692, 0.5.17 :1755); 0.5.5 drops VILA. 0.5.18 on: mmcli/kv/sglang/multimodal.py.
+MM_ADDED: dict[str, tuple[str, ...]] = {
+    "0.4.6.post5": MM_BASE,
+    "0.4.7": ("Phi4MMForCausalLM",),
+    "0.4.9.post2": ("Gemma3nForConditionalGeneration", "Qwen2AudioForConditionalGeneration", VILA),
+    "0.5.3": MM_053,
+    "0.5.4": (
+        "DeepseekOCRForCausalLM",
+        "POINTSV15ChatModel",
+        "Qwen3OmniMoeForConditionalGeneration",
+    ),
+    "0.5.5": ("NVILAForConditionalGeneration", "NVILALiteForConditionalGeneration"),
+    "0.5.6": ("JetVLMForConditionalGeneration", "NemotronH_Nano_VL_V2"),
+    "0.5.7": (
+        "GlmAsrForConditionalGeneration",
+        "MiDashengLMModel",
+        "PixtralForConditionalGeneration",
+    )
+    + ("PaddleOCRVLForConditionalGeneration",),
+    "0.5.8": (),
+    "0.5.9": ("Ernie4_5_VLMoeForConditionalGeneration", "GlmOcrForConditionalGeneration")
+    + ("InternS1ProForConditionalGeneration", "KimiK25ForConditionalGeneration")
+    + ("LightOnOCRForConditionalGeneration", "StepVLForConditionalGeneration", *sl.QWEN3_5),
+    "0.5.10": ("Lfm2VlForConditionalGeneration", "WhisperForConditionalGeneration"),
+    "0.5.11": (
+        "Gemma4ForConditionalGeneration",
+        "MiMoV2ForCausalLM",
+        "MossVLForConditionalGeneration",
+    )
+    + ("NemotronH_Nano_Omni_Reasoning_V3", "Qwen3ASRForConditionalGeneration")
+    + ("VoxtralForConditionalGeneration",),
+    "0.5.12": ("InternS2PreviewForConditionalGeneration",),
+    "0.5.13": ("Cohere2VisionForConditionalGeneration", "Step3p7ForConditionalGeneration")
+    + ("Gemma4UnifiedForConditionalGeneration",),
+    "0.5.14": ("MiMoV2ASRForCausalLM", "MiniMaxM3SparseForConditionalGeneration"),
+    "0.5.15": ("LocateAnythingForConditionalGeneration", "UnlimitedOCRForCausalLM"),
+    "0.5.16": ("GlmImageForConditionalGeneration",),
+    "0.5.17": (),
+}
+#: ``is_multimodal``'s reading of a config from each release on (configs/model_config.py:
+#: 0.4.6.post5 :107 and 0.5.3 :158 the list alone; 0.5.10 :183 also any sub-config,
+#: vision_config or audio_config; 0.5.11 :218 a text sub-config only), and the MiMo-V2 gate's
+#: first release (0.5.12 :229).
+_MM_RULE_FROM = {
+    "0.4.6.post5": "arch-list",
+    "0.5.10": "arch-or-vision",
+    "0.5.11": "arch-or-subconfig",
+}
+_MIMO_GATE_FROM = "0.5.12"
+_VILA_DROPPED_IN = "0.5.5"
+
+
+def mm_fields(release: str) -> dict[str, Any]:
+    """The multimodal fields of ``release``'s row (none past the releases of MM_ADDED)."""
+    if release not in MM_ADDED:
+        return {}
+    keys = list(MM_ADDED)
+    upto = keys[: keys.index(release) + 1]
+    archs = {a for k in upto for a in MM_ADDED[k]} - ({VILA} if _VILA_DROPPED_IN in upto else set())
+    rule = [r for k, r in _MM_RULE_FROM.items() if k in upto][-1]
+    gate = _MIMO_GATE_FROM in upto
+    return {
+        "multimodal_rule": rule,
+        "multimodal_archs": frozenset(archs),
+        "multimodal_mimo_gate": gate,
+    }

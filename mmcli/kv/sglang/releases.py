@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from mmcli.errors import InputError
 from mmcli.kv.sglang import swa_lists as sl
-from mmcli.kv.sglang.release_names import ALIASES, ARGS_FIRST_IN, UNMIRRORED
+from mmcli.kv.sglang.release_names import ALIASES, ARGS_FIRST_IN, UNMIRRORED, mm_fields
 from mmcli.kv.sglang.rules import FractionRule, HybridRule, SglangRules, SwaSplit
 from mmcli.kv.sglang.swa_lists import LLAMA4_GPT_OSS, MIMO_V2, QWEN3_5, STEP3P5, with_swa
 
@@ -367,6 +367,7 @@ RELEASES = tuple(
     for i, r in enumerate(RELEASES)
 )
 RELEASES = tuple(replace(r, **sl.gemma4_fields(r, i <= _GEMMA4_TO)) for i, r in enumerate(RELEASES))
+RELEASES = tuple(replace(r, **mm_fields(r.release)) for r in RELEASES)  # through 0.5.17
 #: The newest release mirrored on both budget paths: its fraction_rule is not "unread".
 DEFAULT_RELEASE = next(r.release for r in reversed(RELEASES) if r.fraction_rule != "unread")
 _BY_NAME = {r.release: r for r in RELEASES}

@@ -31,6 +31,8 @@ FractionRule = Literal[
     "breakable-mla",
     "unread",
 ]
+#: How a release tells a multimodal model (the field ``multimodal_rule`` below).
+MultimodalRule = Literal["vision-config", "arch-list", "arch-or-vision", "arch-or-subconfig"]
 #: How a release sizes the state pool of a hybrid GDN / Mamba model: "none" (no such model),
 #: "fixed" (0.5.3: 512 slots, or --max-running-requests), "ratio" (0.5.4: a share
 #: ``mamba_full_memory_ratio`` of the budget while the radix cache is on; fixed while it is off),
@@ -100,6 +102,16 @@ class SglangRules:
     #: the breakable allowlist deciding its prefill graphs (mmcli/kv/sglang/multimodal.py);
     #: otherwise by a ``vision_config`` in the config.
     multimodal_by_arch: bool = False
+    #: Before those rows, how ``is_multimodal`` reads a config (mmcli/kv/sglang/multimodal.py):
+    #: "vision-config" (any ``vision_config``: a row added unread), "arch-list" (on
+    #: ``multimodal_archs``), "arch-or-vision" (that, a text sub-config, a vision_config or an
+    #: audio_config), "arch-or-subconfig" (on the list or a text sub-config).
+    multimodal_rule: MultimodalRule = "vision-config"
+    #: That release's ``multimodal_model_archs`` (configs/model_config.py).
+    multimodal_archs: frozenset[str] = frozenset()
+    #: Whether an unset --enable-multimodal is False for a MiMo-V2 config without both a
+    #: vision_config and an audio_config (``MIMO_V2_MULTIMODAL_ARCHS`` gate).
+    multimodal_mimo_gate: bool = False
     #: Whether the "KV Cache is allocated." line names the pool's dtype (0.5.13
     #: mem_cache/memory_pool.py:819 "KV Cache is allocated. dtype: …, #tokens: …").
     kv_line_names_dtype: bool = False
