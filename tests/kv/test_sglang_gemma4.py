@@ -154,6 +154,13 @@ def test_transformers_per_layer_defaults_on_0_5_22_on() -> None:
     )
 
 
+def test_no_global_head_dim_is_refused_before_0_5_22() -> None:
+    # 0.5.21 reads getattr(text_config, "global_head_dim", None) (config.py:229), which
+    # transformers 5.12.1 (its pin) defaults to 512 (configuration_gemma4.py:183): refused there.
+    with pytest.raises(InputError, match="without an integer global_head_dim"):
+        plan(E4B, _e4b_with(), release="0.5.21", memory_bytes=40 * GiB)
+
+
 def test_a_stated_per_layer_config_is_refused() -> None:
     doc = _e4b_with(per_layer_config={"5": {"head_dim": 512}})
     with pytest.raises(InputError, match="its own per_layer_config is not mirrored"):

@@ -84,8 +84,12 @@ def gemma4_shapes(
     swa_heads = int(text["num_key_value_heads"])
     if rules.gemma4_per_layer_shapes:
         full_dim, full_heads = _per_layer_full_shape(text, rules, swa_heads)
+    elif not isinstance(text.get("global_head_dim"), int):
+        # transformers' Gemma4TextConfig defaults it (global_head_dim: int = 512 in 5.12.1
+        # configuration_gemma4.py:183); the older pins are not read.
+        raise _refuse(rules, "a config without an integer global_head_dim is not mirrored")
     else:
-        full_dim = int(text.get("global_head_dim") or swa_dim)
+        full_dim = int(text["global_head_dim"])
         full_heads = int(text.get("num_global_key_value_heads") or swa_heads)
     if int(text.get("v_head_dim", full_dim)) != full_dim:
         raise _refuse(rules, "a v_head_dim other than the full layers' head_dim is not mirrored")
