@@ -25,6 +25,8 @@ from mmcli.kv.sglang.rules import SglangRules
 from mmcli.kv.sglang.swa_lists import GEMMA4
 
 _KINDS = ("full_attention", "sliding_attention")
+#: transformers 5.19.0 Gemma4TextConfig: ``kwargs.pop("global_head_dim", 512)`` (:210).
+_GLOBAL_HEAD_DIM = 512
 
 
 def _refuse(rules: SglangRules, what: str) -> InputError:
@@ -67,19 +69,54 @@ def gemma4_shapes(
             "layer_types must give num_hidden_layers entries, each full_attention or "
             "sliding_attention (SGLang takes the pools' layers from it)",
         )
+    if kinds[-1] != "full_attention" or text.get("use_bidirectional_attention") == "all":
+        # transformers' Gemma4TextConfig turns the last layer into a full one and halves
+        # sliding_window under "all" (5.12.1 configuration_gemma4.py:195, :208; 5.19.0 :188, :201).
+        raise _refuse(
+            rules,
+            "a last layer other than full_attention, or use_bidirectional_attention 'all' "
+            "(transformers rewrites layer_types / sliding_window) is not mirrored",
+        )
     window = text.get("sliding_window")
     if not isinstance(window, int) or "sliding_attention" not in kinds:
         raise _refuse(rules, "a config without sliding_window / sliding layers is not mirrored")
     swa_dim = int(text["head_dim"])
-    full_dim = int(text.get("global_head_dim") or swa_dim)
+    swa_heads = int(text["num_key_value_heads"])
+    if rules.gemma4_per_layer_shapes:
+        full_dim, full_heads = _per_layer_full_shape(text, rules, swa_heads)
+    elif not isinstance(text.get("global_head_dim"), int):
+        # transformers' Gemma4TextConfig defaults it (global_head_dim: int = 512 in 5.12.1
+        # configuration_gemma4.py:183); the older pins are not read.
+        raise _refuse(rules, "a config without an integer global_head_dim is not mirrored")
+    else:
+        full_dim = int(text["global_head_dim"])
+        full_heads = int(text.get("num_global_key_value_heads") or swa_heads)
     if int(text.get("v_head_dim", full_dim)) != full_dim:
         raise _refuse(rules, "a v_head_dim other than the full layers' head_dim is not mirrored")
-    swa_heads = max(1, int(text["num_key_value_heads"]) // tp)
-    full_heads = max(1, int(text.get("num_global_key_value_heads") or swa_heads * tp) // tp)
     return Gemma4Shapes(
         kinds.count("full_attention"),
         kinds.count("sliding_attention"),
-        full_heads * full_dim * dtype_bytes,
-        swa_heads * swa_dim * dtype_bytes,
+        max(1, full_heads // tp) * full_dim * dtype_bytes,
+        max(1, swa_heads // tp) * swa_dim * dtype_bytes,
         window - 1,
     )
+
+
+def _per_layer_full_shape(
+    text: dict[str, Any], rules: SglangRules, swa_heads: int
+) -> tuple[int, int]:
+    """The full layers' (head_dim, KV heads) as transformers 5.19.0's Gemma4TextConfig states
+    them in its per_layer_config (configuration_gemma4.py:210 – :225), which SGLang's
+    ``_gemma4_attention_shapes`` reads back: head_dim is ``global_head_dim`` (512 when the
+    config has none), the KV heads ``num_global_key_value_heads`` only under
+    ``attention_k_eq_v`` (else the sliding layers' num_key_value_heads)."""
+    if "per_layer_config" in text:
+        raise _refuse(rules, "a config that states its own per_layer_config is not mirrored")
+    full_dim = text.get("global_head_dim", _GLOBAL_HEAD_DIM)
+    global_heads = text.get("num_global_key_value_heads")
+    k_eq_v = text.get("attention_k_eq_v", False)
+    if not isinstance(full_dim, int) or not isinstance(k_eq_v, bool):
+        raise _refuse(rules, "global_head_dim / attention_k_eq_v of another type is not mirrored")
+    if not k_eq_v or global_heads is None:
+        return full_dim, swa_heads
+    return full_dim, int(global_heads)

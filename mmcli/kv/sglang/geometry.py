@@ -76,9 +76,11 @@ def sglang_cell(
             "num_hidden_layers into the cell)",
             "plan it for vLLM (--engine vllm)",
         )
-    if any(layer.kv_sharing_target for layer in config.layers):
-        # Gemma 4 E2B / E4B: the shared layers read an earlier layer's KV (gemma4_causal.py:285
-        # in 0.5.11) while get_hybrid_layer_ids still counts them into the pools: not mirrored.
+    gemma4_pools = architecture(doc) == GEMMA4 and GEMMA4 in rules.hybrid_swa_archs
+    if any(layer.kv_sharing_target for layer in config.layers) and not gemma4_pools:
+        # Gemma 4 E2B / E4B on its hybrid pools: the shared layers read an earlier layer's KV
+        # (gemma4_causal.py:285 in 0.5.11) while get_hybrid_layer_ids still gives them pool
+        # slots (sglang/gemma4.py counts layer_types); elsewhere not mirrored.
         key = "num_kv_shared_layers" if architecture(doc) == GEMMA4 else "Gemma 3n-style"
         raise _refuse(
             f"cross-layer KV sharing ({key}) is not mirrored",

@@ -335,7 +335,7 @@ _SSM_FROM = [r.release for r in RELEASES].index("0.5.9")  # see ssm_dtype_from_c
 #: (_calculate_mamba_ratio :274 / :293 / :1572); EAGLE / NEXTN solve the slots jointly (:178 in
 #: 0.5.14, :1756 in 0.5.16; row fields speculative_joint_solve, mamba_pad_slot_budgeted).
 _STATE_POOL_FROM = [r.release for r in RELEASES].index("0.5.14")
-_GEMMA4_TO = [r.release for r in RELEASES].index("0.5.21")  # see gemma4_swa_mirrored
+_G4_FROM = [r.release for r in RELEASES].index("0.5.22")  # see gemma4_per_layer_shapes
 _PAD_SLOT_FROM = [r.release for r in RELEASES].index("0.5.17")  # see mamba_pad_slot_budgeted
 RELEASES = tuple(
     replace(
@@ -366,7 +366,7 @@ RELEASES = tuple(
     )
     for i, r in enumerate(RELEASES)
 )
-RELEASES = tuple(replace(r, **sl.gemma4_fields(r, i <= _GEMMA4_TO)) for i, r in enumerate(RELEASES))
+RELEASES = tuple(replace(r, **sl.gemma4_fields(r, i >= _G4_FROM)) for i, r in enumerate(RELEASES))
 RELEASES = tuple(replace(r, **mm_fields(r.release)) for r in RELEASES)  # through 0.5.17
 #: The newest release mirrored on both budget paths: its fraction_rule is not "unread".
 DEFAULT_RELEASE = next(r.release for r in reversed(RELEASES) if r.fraction_rule != "unread")

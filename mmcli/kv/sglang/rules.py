@@ -210,8 +210,13 @@ class SglangRules:
     #: utils/hf_transformers/config.py turns its config around (full layers: global_head_dim,
     #: num_global_key_value_heads; sliding: head_dim, num_key_value_heads as swa_*), 0.5.11
     #: :176 – :199 to 0.5.21 :218 – :247. 0.5.22 on read the shapes from transformers' per-layer
-    #: config (``_gemma4_attention_shapes``), which is not mirrored.
+    #: config (``_gemma4_attention_shapes``; see gemma4_per_layer_shapes).
     gemma4_swa_mirrored: bool = False
+    #: Whether Gemma 4's two shapes come from transformers' per-layer config (0.5.23
+    #: utils/hf_transformers/config.py :79 ``_gemma4_attention_shapes``, 0.5.22 :74; both pin
+    #: transformers==5.19.0, whose Gemma4TextConfig gives the full layers ``global_head_dim``,
+    #: 512 by default, and ``num_global_key_value_heads`` only under ``attention_k_eq_v``).
+    gemma4_per_layer_shapes: bool = False
     #: Whether a DeepSeek sparse attention (NSA) model's pool is mirrored (mmcli.kv.sglang.dsa):
     #: 0.5.4 – 0.5.10 budget the latent at the KV dtype's size plus the indexer
     #: (``profile_max_num_token``: 0.5.4 model_runner.py:1406, the same block in 0.5.5 / 0.5.6;

@@ -83,10 +83,14 @@ QWEN3_5 = ("Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneratio
 GEMMA4 = "Gemma4ForConditionalGeneration"
 
 
-def gemma4_fields(row: SglangRules, mirrored: bool) -> dict[str, Any]:
-    """A row giving Gemma 4 the hybrid SWA pool hands it to sglang/gemma4.py (which plans it
-    where ``mirrored``, and otherwise refuses it naming the newest release that is)."""
+def gemma4_fields(row: SglangRules, per_layer: bool) -> dict[str, Any]:
+    """A row giving Gemma 4 the hybrid SWA pool hands it to sglang/gemma4.py, which reads its
+    shapes as transformers' per-layer config states them where ``per_layer``."""
     if GEMMA4 not in row.swa_pool_unmirrored_for:
         return {}
     rest = tuple(a for a in row.swa_pool_unmirrored_for if a != GEMMA4)
-    return {"swa_pool_unmirrored_for": rest, "gemma4_swa_mirrored": mirrored}
+    return {
+        "swa_pool_unmirrored_for": rest,
+        "gemma4_swa_mirrored": True,
+        "gemma4_per_layer_shapes": per_layer,
+    }
