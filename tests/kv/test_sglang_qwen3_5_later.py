@@ -22,6 +22,7 @@ by hand from each wheel (the 0.5.9 reading is in tests/kv/test_sglang_qwen3_5.py
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -88,3 +89,22 @@ def test_0_5_23_solves_mtp_jointly() -> None:
     assert result.value("state_slots") == slots
     rest = 40 - reserve / GiB
     assert result.value("pool_tokens") == int((rest - (slots + 1) * PER_REQ / GiB) * GiB // CELL)
+
+
+@pytest.mark.parametrize(("release", "refused"), [("0.5.19", False), ("0.5.20", True)])
+def test_a_target_num_nextn_predict_layers_is_refused_where_it_scales_the_cell(
+    release: str, refused: bool, tmp_path: Path
+) -> None:
+    # 0.5.20 spec_aux_hidden_state.py:88 – :98: a path-less NEXTN run takes the target's
+    # num_nextn_predict_layers (ModelConfig reads the text config) as eagle_draft_num_layers,
+    # which pool_configurator.py adds to the cell; 0.5.19 :80 – :84 only with a draft path.
+    doc = json.loads(QWEN3_6.read_text())
+    doc["text_config"]["num_nextn_predict_layers"] = 1
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    if refused:
+        with pytest.raises(InputError, match="num_nextn_predict_layers"):
+            plan_with(release, path, memory_bytes=40 * GiB, **SPEC)
+    else:
+        plan_with(release, path, memory_bytes=40 * GiB, **SPEC)
+    assert plan_with(release, path, memory_bytes=40 * GiB).value("state_slots") > 0

@@ -338,6 +338,7 @@ _SSM_FROM = [r.release for r in RELEASES].index("0.5.9")  # see ssm_dtype_from_c
 _STATE_POOL_FROM = [r.release for r in RELEASES].index("0.5.16")
 _GEMMA4_TO = [r.release for r in RELEASES].index("0.5.21")  # see gemma4_swa_mirrored
 _PAD_SLOT_FROM = [r.release for r in RELEASES].index("0.5.17")  # see mamba_pad_slot_budgeted
+_NEXTN_CELL_FROM = [r.release for r in RELEASES].index("0.5.20")  # target_nextn_layers_in_cell
 RELEASES = tuple(
     replace(
         r,
@@ -363,6 +364,7 @@ RELEASES = tuple(
         speculative_joint_solve=True,
         conv_window_dedup=True,
         mamba_pad_slot_budgeted=i >= _PAD_SLOT_FROM,
+        target_nextn_layers_in_cell=i >= _NEXTN_CELL_FROM,
     )
     for i, r in enumerate(RELEASES)
 )
