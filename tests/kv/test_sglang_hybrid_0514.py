@@ -106,16 +106,6 @@ def test_more_draft_tokens_than_the_track_interval_are_refused(release: str) -> 
         plan(release, memory_bytes=400 * GiB, speculative_num_steps=256, speculative_eagle_topk=1)
 
 
-@pytest.mark.parametrize("release", RELEASES)
-def test_qwen3_5_stays_refused_naming_0_5_9(release: str) -> None:
-    # Served from 0.5.9 through its text_config (row field hybrid_unmirrored from 0.5.10 on).
-    path = QWEN3_NEXT.parents[1] / "realworld/configs/Qwen--Qwen3.6-35B-A3B.text_config."
-    path = path.with_name(path.name + "RECONSTRUCTED.json")
-    with pytest.raises(InputError, match=f"SGLang {release} serves it .* not mirrored") as err:
-        plan_with(release, path, memory_bytes=40 * GiB)
-    assert "--sglang-version 0.5.9" in str(err.value.hint)
-
-
 @pytest.mark.parametrize("release", ["0.5.14", "0.5.15", "0.5.16", "0.5.23"])
 def test_a_page_size_that_does_not_divide_the_track_interval_stops_the_start(release: str) -> None:
     # extra_buffer asserts mamba_track_interval % page_size == 0 (0.5.14 server_args.py:4377,

@@ -44,7 +44,7 @@ from mmcli.kv.sglang.hybrid import (
 )
 from mmcli.kv.sglang.hybrid_notes import speculative_note, state_notes
 from mmcli.kv.sglang.multimodal import is_multimodal, multimodal_mirrored
-from mmcli.kv.sglang.qwen3_5 import check_default_vision
+from mmcli.kv.sglang.qwen3_5 import check_default_vision, check_target_nextn
 from mmcli.kv.sglang.releases import SglangRules, sglang_rules
 from mmcli.kv.sglang.speculative import (
     DEFAULT_RUNNING_REQUESTS,
@@ -215,6 +215,7 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
         rules,
         state,
     )
+    check_target_nextn(doc, rules, spec)
     state = speculative_state(state, rules, spec)
     user_requests = options.max_running_requests
     if spec is not None and user_requests is None:

@@ -75,3 +75,19 @@ def check_default_vision(doc: dict[str, Any], rules: SglangRules) -> None:
             "use the checkpoint's config.json (with its vision_config), or pass "
             "--mem-fraction-static or --memory",
         )
+
+
+def check_target_nextn(doc: dict[str, Any], rules: SglangRules, speculative: object) -> None:
+    """Refuses a speculative run where SGLang would add the target's ``num_nextn_predict_layers``
+    draft layers to the KV cell (row field ``target_nextn_layers_in_cell``): not mirrored.
+    ModelConfig reads the key from the text config (``get_hf_text_config``: the text_config of
+    Qwen3.5 / 3.6, the top level otherwise)."""
+    text = doc.get("text_config") if architecture(doc) in QWEN3_5 else doc
+    if speculative is None or not rules.target_nextn_layers_in_cell or not isinstance(text, dict):
+        return
+    if text.get("num_nextn_predict_layers") is not None:
+        raise _refuse(
+            f"{rules.release} sizes a path-less NEXTN draft's KV layers from the config's "
+            "num_nextn_predict_layers (added to the KV cell), which is not mirrored",
+            "plan without --speculative-num-steps, or use the checkpoint's config.json",
+        )

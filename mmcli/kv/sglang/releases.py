@@ -15,7 +15,7 @@ from mmcli.errors import InputError
 from mmcli.kv.sglang import swa_lists as sl
 from mmcli.kv.sglang.release_names import ALIASES, ARGS_FIRST_IN, UNMIRRORED, mm_fields
 from mmcli.kv.sglang.rules import FractionRule, HybridRule, SglangRules, SwaSplit
-from mmcli.kv.sglang.swa_lists import LLAMA4_GPT_OSS, MIMO_V2, QWEN3_5, STEP3P5, with_swa
+from mmcli.kv.sglang.swa_lists import LLAMA4_GPT_OSS, MIMO_V2, STEP3P5, with_swa
 
 __all__ = ["ARGS_FIRST_IN", "FractionRule", "HybridRule", "SglangRules", "SwaSplit"]
 
@@ -204,7 +204,7 @@ RELEASES = (
             speculative_radix_error=True,
             mamba_radix_page_one=name != "0.5.10",
             mamba_slots_error=name == "0.5.13",
-            hybrid_unmirrored=QWEN3_5,
+            qwen3_5_served=True,
         )
         #: 0.5.11 – 0.5.13 move the sizing into DefaultPoolConfigurator
         #: (model_executor/pool_configurator.py: ``available_bytes // cell_size``, floored to
@@ -337,6 +337,7 @@ _SSM_FROM = [r.release for r in RELEASES].index("0.5.9")  # see ssm_dtype_from_c
 _STATE_POOL_FROM = [r.release for r in RELEASES].index("0.5.14")
 _G4_FROM = [r.release for r in RELEASES].index("0.5.22")  # see gemma4_per_layer_shapes
 _PAD_SLOT_FROM = [r.release for r in RELEASES].index("0.5.17")  # see mamba_pad_slot_budgeted
+_NEXTN_CELL_FROM = [r.release for r in RELEASES].index("0.5.20")  # target_nextn_layers_in_cell
 RELEASES = tuple(
     replace(
         r,
@@ -354,7 +355,7 @@ RELEASES = tuple(
         hybrid_models=_HYBRID_054,
         mamba2_radix_cache=True,
         mamba_slots_per_request=5,
-        hybrid_unmirrored=QWEN3_5,
+        qwen3_5_served=True,
         #: extra_buffer keeps a given page size (only no_buffer sets 1); no slot left still
         #: stops the start (kv_cache_configurator.py:1798 in 0.5.16, :3394 in 0.5.23).
         mamba_radix_page_one=False,
@@ -363,6 +364,7 @@ RELEASES = tuple(
         conv_window_dedup=True,
         mamba_extra_buffer=True,
         mamba_pad_slot_budgeted=i >= _PAD_SLOT_FROM,
+        target_nextn_layers_in_cell=i >= _NEXTN_CELL_FROM,
     )
     for i, r in enumerate(RELEASES)
 )

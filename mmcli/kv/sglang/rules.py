@@ -185,6 +185,11 @@ class SglangRules:
     #: model_runner.py:1578, configs/qwen3_5.py) and server_args handles them as Qwen3-Next
     #: (server_args.py:1579 – :1597, ``_handle_mamba_radix_cache``).
     qwen3_5_served: bool = False
+    #: Whether a path-less EAGLE / NEXTN run sizes the draft's KV layers from the target's
+    #: text config: a ``num_nextn_predict_layers`` there adds ``cell × n / layers`` to the cell
+    #: (0.5.20 model_runner_components/spec_aux_hidden_state.py:88 – :98, pool_configurator.py
+    #: ``eagle_draft_num_layers``; 0.5.16 – 0.5.19 only with --speculative-draft-model-path).
+    target_nextn_layers_in_cell: bool = False
     #: Whether the SSM state's dtype is the config's ``mamba_ssm_dtype`` when no
     #: --mamba-ssm-dtype is given (0.5.9 server_args.py:522 default None, configs/mamba_utils.py
     #: ``mamba2_state_dtype``); before, the flag's default float32 (0.5.8 server_args.py:497).
