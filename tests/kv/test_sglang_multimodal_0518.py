@@ -31,7 +31,6 @@ from typing import Any
 
 import pytest
 
-from mmcli.errors import InputError
 from mmcli.kv.inputs.layer_config import load_config, read_document
 from mmcli.kv.sglang import SglangOptions, plan_sglang, sglang_rules
 from mmcli.kv.sglang.budget import MM_RUNTIME_RESERVE_BYTES, PrefillGraphs, default_fraction
@@ -137,11 +136,3 @@ def test_multimodal_fraction(
 )
 def test_which_models_are_multimodal(doc: dict[str, Any], expected: bool) -> None:
     assert is_multimodal(doc, sglang_rules("0.5.23"), from_gpu=True) is expected
-
-
-def test_an_arch_whose_status_changes_between_releases_is_refused() -> None:
-    # Cohere2Vision is on the piecewise allowlist in 0.5.18 (:1908), the breakable one from 0.5.19.
-    doc = {"architectures": ["Cohere2VisionForConditionalGeneration"]}
-    with pytest.raises(InputError, match="0.5.20: whether Cohere2VisionForConditionalGeneration"):
-        is_multimodal(doc, sglang_rules("0.5.20"), from_gpu=True)
-    assert not is_multimodal(doc, sglang_rules("0.5.20"), from_gpu=False)

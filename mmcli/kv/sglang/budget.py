@@ -168,7 +168,7 @@ def _prefill_graphs_off(
                 "prefill CUDA graphs have their own default size (MuseGlimmer) is not mirrored",
                 hint="pass --mem-fraction-static (the server_args line of the log names it)",
             )
-        multimodal = graphs.multimodal and not multimodal_graphs_kept(doc)
+        multimodal = graphs.multimodal and not multimodal_graphs_kept(doc, rules, mla=graphs.mla)
         return multimodal or any(a in _NO_BREAKABLE for a in archs)
     if rules.fraction_rule in ("prefill-breakable", "breakable-allowlist"):
         multimodal = graphs.multimodal

@@ -16,57 +16,9 @@ from typing import Any
 from mmcli.errors import InputError
 from mmcli.kv.sglang.rules import SglangRules
 
-#: configs/model_config.py ``multimodal_model_archs`` (with MIMO_V2_MULTIMODAL_ARCHS): the
-#: architectures on that list in every release of the rows that set multimodal_by_arch.
-_MULTIMODAL_ARCHS = frozenset(
-    """CLIPModel Cohere2VisionForConditionalGeneration DeepseekOCRForCausalLM
-    DeepseekVL2ForCausalLM DotsOCRForCausalLM DotsVLMForCausalLM
-    Ernie4_5_VLMoeForConditionalGeneration Gemma3ForConditionalGeneration
-    Gemma3nForConditionalGeneration Gemma4ForConditionalGeneration
-    Gemma4UnifiedForConditionalGeneration Glm4vForConditionalGeneration
-    Glm4vMoeForConditionalGeneration GlmAsrForConditionalGeneration
-    GlmImageForConditionalGeneration GlmOcrForConditionalGeneration Grok1AForCausalLM
-    Grok1VForCausalLM InternS1ForConditionalGeneration InternS1ProForConditionalGeneration
-    InternS2MobiusForConditionalGeneration InternS2PreviewForConditionalGeneration
-    InternVLChatModel JetVLMForConditionalGeneration KimiK25ForConditionalGeneration
-    KimiVLForConditionalGeneration Lfm2VlForConditionalGeneration
-    LightOnOCRForConditionalGeneration Llama4ForConditionalGeneration
-    LlavaForConditionalGeneration LlavaLlamaForCausalLM LlavaMistralForCausalLM
-    LlavaQwenForCausalLM LlavaVidForCausalLM LocateAnythingForConditionalGeneration
-    MiDashengLMModel MiMoV2ASRForCausalLM MiMoV2ForCausalLM MiniCPMO MiniCPMV
-    MiniMaxM3SparseForConditionalGeneration Mistral3ForConditionalGeneration
-    MllamaForConditionalGeneration MossVLForConditionalGeneration MultiModalityCausalLM
-    MuseGlimmerForConditionalGeneration NVILAForConditionalGeneration
-    NVILALiteForConditionalGeneration NemotronH_Nano_Omni_Reasoning_V3 NemotronH_Nano_VL_V2
-    POINTSV15ChatModel PaddleOCRVLForConditionalGeneration Phi4MMForCausalLM
-    PixtralForConditionalGeneration Qwen2AudioForConditionalGeneration
-    Qwen2VLForConditionalGeneration Qwen2_5_VLForConditionalGeneration
-    Qwen3ASRForConditionalGeneration Qwen3OmniMoeForConditionalGeneration
-    Qwen3VLForConditionalGeneration Qwen3VLMoeForConditionalGeneration
-    Qwen3_5ForConditionalGeneration Qwen3_5MoeForConditionalGeneration
-    Sarashina2VisionForCausalLM Step3VLForConditionalGeneration
-    Step3p7ForConditionalGeneration StepVLForConditionalGeneration UnlimitedOCRForCausalLM
-    VoxtralForConditionalGeneration WhisperForConditionalGeneration""".split()
-)
-#: Architectures whose multimodal status or prefill graphs differ between those releases:
-#: added to multimodal_model_archs in a later one, or moved between the piecewise and breakable
-#: allowlists (``multimodal_{piecewise,breakable}_cuda_graph_supported_model_archs``).
-_VARYING = frozenset(
-    """BailingMM2NativeForConditionalGeneration BailingMMNativeForConditionalGeneration
-    BailingMoeV3VLForConditionalGeneration Cosmos3EdgeForConditionalGeneration
-    DiffusionGemmaForBlockDiffusion Dots3NoteForCausalLM EmbeddingGemma2Model
-    Glm5NextForConditionalGeneration MuseSparkForConditionalGeneration
-    NemotronH_Omni_Reasoning_V3 Qwen4ExpForConditionalGeneration
-    Cohere2VisionForConditionalGeneration PaddleOCRVLForConditionalGeneration
-    MiniMaxM3SparseForCausalLM MiniMaxM3SparseForConditionalGeneration""".split()
-)
-#: ``multimodal_breakable_cuda_graph_supported_model_archs`` in each of those releases (less
-#: MuseGlimmer, whose prefill graphs have their own default size): their graphs stay on.
-_BREAKABLE_KEPT = frozenset(
-    """InternS2MobiusForConditionalGeneration Qwen3_5ForConditionalGeneration
-    Qwen3_5MoeForConditionalGeneration KimiK3ForConditionalGeneration
-    KimiK25ForConditionalGeneration""".split()
-)
+#: 0.5.23 arg_groups/overrides.py:310: MuseSpark's KV cache defaults to fp8_e4m3 (and its own
+#: hooks, muse_spark_hook.py / moe_hook.py:62, change the launch): not mirrored.
+_OWN_DEFAULTS = ("MuseSparkForConditionalGeneration",)
 #: ``ModelConfig.__init__``'s ``mm_disabled_models``: an unset --enable-multimodal is False
 #: (the same three from 0.5.3; Inkling joins in 0.5.18).
 _MM_OFF_OLD = (
@@ -90,21 +42,21 @@ def is_multimodal(doc: dict[str, Any], rules: SglangRules, *, from_gpu: bool) ->
     if not rules.multimodal_by_arch:
         return _listed_multimodal(doc, rules)
     archs = _archs(doc)
-    varying = sorted(a for a in archs if a in _VARYING)
+    own = [a for a in archs if a in _OWN_DEFAULTS and a in rules.multimodal_archs]
+    if own:
+        raise InputError(
+            f"SGLang {rules.release}: {own[0]} is not mirrored (its KV cache defaults to "
+            "fp8_e4m3 and its own launch hooks change the defaults)",
+            hint="read its KV cache from the SGLang log (the KV Cache is allocated line)",
+        )
     if not from_gpu:
         return False
-    if varying:
-        raise InputError(
-            f"SGLang {rules.release}: whether {varying[0]} is multimodal, and whether its prefill "
-            "CUDA graphs stay on, is not mirrored for the default mem_fraction_static",
-            hint="pass --mem-fraction-static (the server_args line of the log names it)",
-        )
     first = archs[0] if archs else ""
     if first in _MM_OFF_BY_DEFAULT or doc.get("language_model_only") is True:
         return False
     if first == "MiMoV2ForCausalLM" and not ("vision_config" in doc and "audio_config" in doc):
         return False
-    return _text_subconfig(doc) or any(a in _MULTIMODAL_ARCHS for a in archs)
+    return _text_subconfig(doc) or any(a in rules.multimodal_archs for a in archs)
 
 
 def _text_subconfig(doc: dict[str, Any]) -> bool:
@@ -132,10 +84,24 @@ def _listed_multimodal(doc: dict[str, Any], rules: SglangRules) -> bool:
     return rules.multimodal_rule == "arch-or-subconfig" and _text_subconfig(doc)
 
 
-def multimodal_graphs_kept(doc: dict[str, Any]) -> bool:
-    """Whether a multimodal model keeps its breakable prefill CUDA graphs (the breakable rules'
-    "multimodal model" entry turns them off for any other)."""
-    return any(a in _BREAKABLE_KEPT for a in _archs(doc))
+def multimodal_graphs_kept(doc: dict[str, Any], rules: SglangRules, *, mla: bool) -> bool:
+    """Whether a multimodal model keeps its prefill CUDA graphs on a ``multimodal_by_arch`` row:
+    on the breakable allowlist, or on the piecewise one where the release moves those to
+    tc_piecewise (whose rules keep them: none is on piecewise_cuda_graph_disabled_model_archs).
+    The breakable rules' "multimodal model" entry turns them off for any other."""
+    archs = _archs(doc)
+    if any(a in rules.multimodal_breakable_archs for a in archs):
+        return True
+    if not any(a in rules.multimodal_piecewise_archs for a in archs):
+        return False
+    if mla:
+        raise InputError(
+            f"SGLang {rules.release}: the default mem_fraction_static of an MLA model on "
+            "multimodal_piecewise_cuda_graph_supported_model_archs is not mirrored (its prefill "
+            "graphs move to tc_piecewise unless the attention backend resolves to trtllm_mla)",
+            hint="pass --mem-fraction-static (the server_args line of the log names it)",
+        )
+    return True
 
 
 def multimodal_mirrored(rules: SglangRules) -> bool:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from mmcli.kv.sglang import mm_lists as ml
 from mmcli.kv.sglang import swa_lists as sl
 from mmcli.kv.sglang.mm_lists import MM_053, MM_BASE, VILA
 from mmcli.kv.sglang.swa_lists import MIMO_V2, STEP3P5
@@ -77,7 +78,8 @@ UNMIRRORED = {
 #: 0.4.9.post2 :612, 0.5.3 :780, 0.5.4 :888,
 #: 0.5.5 :911, 0.5.6 :921, 0.5.7 :1050, 0.5.8 :1119, 0.5.9 :1211, 0.5.10 :1296, 0.5.11 :1384
 #: with MIMO_V2_MULTIMODAL_ARCHS :46, 0.5.12 :1495, 0.5.13 :1513, 0.5.14 :1645, 0.5.15 :1634,
-#: 0.5.16 :1692, 0.5.17 :1755); 0.5.5 drops VILA. 0.5.18 on: mmcli/kv/sglang/multimodal.py.
+#: 0.5.16 :1692, 0.5.17 :1755, 0.5.18 :1822, 0.5.19 :1886, 0.5.20 :2103, 0.5.21 :2199,
+#: 0.5.22 :2279, 0.5.23 :2391); 0.5.5 drops VILA.
 MM_ADDED: dict[str, tuple[str, ...]] = {
     "0.4.6.post5": MM_BASE,
     "0.4.7": ("Phi4MMForCausalLM",),
@@ -115,6 +117,33 @@ MM_ADDED: dict[str, tuple[str, ...]] = {
     "0.5.15": ("LocateAnythingForConditionalGeneration", "UnlimitedOCRForCausalLM"),
     "0.5.16": ("GlmImageForConditionalGeneration",),
     "0.5.17": (),
+    "0.5.18": ml.INTERN_MUSE,
+    "0.5.19": ("Dots3NoteForCausalLM",),
+    "0.5.20": ml.GLM5_QWEN4,
+    "0.5.21": ml.BAILING,
+    "0.5.22": ("EmbeddingGemma2Model",),
+    "0.5.23": (ml.MUSE_SPARK,),
+}
+#: What each release adds to ``multimodal_breakable_cuda_graph_supported_model_archs``
+#: (configs/model_config.py: 0.5.18 :1921, 0.5.19 :1985, 0.5.20 :2207, 0.5.21 :2307 none,
+#: 0.5.22 :2388, 0.5.23 :2501).
+MM_BREAKABLE_ADDED: dict[str, tuple[str, ...]] = {
+    "0.5.18": ml.BREAKABLE_0518,
+    "0.5.19": ("Cohere2VisionForConditionalGeneration", "PaddleOCRVLForConditionalGeneration"),
+    "0.5.20": ("Glm5NextForConditionalGeneration",),
+    "0.5.21": (),
+    "0.5.22": (*ml.MINIMAX_M3, "Qwen4ExpForConditionalGeneration"),
+    "0.5.23": (ml.MUSE_SPARK,),
+}
+#: ``multimodal_piecewise_cuda_graph_supported_model_archs`` where a breakable prefill default
+#: moves them to tc_piecewise (0.5.18 server_args.py:4548; arg_groups/cuda_graph_hook.py:106 in
+#: 0.5.19, :114 in 0.5.21): 0.5.18 :1908, 0.5.19 :1973 (less Cohere2-Vision), 0.5.21 :2295.
+#: 0.5.22 drops the switch (cuda_graph_hook.py:104; cuda_graph_config.py:48 no tc_piecewise).
+MM_PIECEWISE = {
+    "0.5.18": ml.PIECEWISE_0518,
+    "0.5.19": ml.PIECEWISE_0518[1:],
+    "0.5.20": ml.PIECEWISE_0518[1:],
+    "0.5.21": ml.PIECEWISE_0518[1:],
 }
 #: ``is_multimodal``'s reading of a config from each release on (configs/model_config.py:
 #: 0.4.6.post5 :107 and 0.5.3 :158 the list alone; 0.5.10 :183 also any sub-config,
@@ -138,8 +167,12 @@ def mm_fields(release: str) -> dict[str, Any]:
     archs = {a for k in upto for a in MM_ADDED[k]} - ({VILA} if _VILA_DROPPED_IN in upto else set())
     rule = [r for k, r in _MM_RULE_FROM.items() if k in upto][-1]
     gate = _MIMO_GATE_FROM in upto
+    graph_keys = [k for k in MM_BREAKABLE_ADDED if k in upto]
+    breakable = {a for k in graph_keys for a in MM_BREAKABLE_ADDED[k]}
     return {
         "multimodal_rule": rule,
         "multimodal_archs": frozenset(archs),
         "multimodal_mimo_gate": gate,
+        "multimodal_breakable_archs": frozenset(breakable),
+        "multimodal_piecewise_archs": frozenset(MM_PIECEWISE.get(release, ())),
     }

@@ -369,7 +369,7 @@ RELEASES = tuple(
     for i, r in enumerate(RELEASES)
 )
 RELEASES = tuple(replace(r, **sl.gemma4_fields(r, i >= _G4_FROM)) for i, r in enumerate(RELEASES))
-RELEASES = tuple(replace(r, **mm_fields(r.release)) for r in RELEASES)  # through 0.5.17
+RELEASES = tuple(replace(r, **mm_fields(r.release)) for r in RELEASES)
 #: The newest release mirrored on both budget paths: its fraction_rule is not "unread".
 DEFAULT_RELEASE = next(r.release for r in reversed(RELEASES) if r.fraction_rule != "unread")
 _BY_NAME = {r.release: r for r in RELEASES}

@@ -112,6 +112,12 @@ class SglangRules:
     #: Whether an unset --enable-multimodal is False for a MiMo-V2 config without both a
     #: vision_config and an audio_config (``MIMO_V2_MULTIMODAL_ARCHS`` gate).
     multimodal_mimo_gate: bool = False
+    #: The ``multimodal_by_arch`` rows' ``multimodal_breakable_cuda_graph_supported_model_archs``:
+    #: a multimodal model keeps its breakable prefill graphs only on it.
+    multimodal_breakable_archs: frozenset[str] = frozenset()
+    #: Their ``multimodal_piecewise_cuda_graph_supported_model_archs`` where the breakable default
+    #: moves these to tc_piecewise (graphs kept; empty where the release has no such switch).
+    multimodal_piecewise_archs: frozenset[str] = frozenset()
     #: Whether the "KV Cache is allocated." line names the pool's dtype (0.5.13
     #: mem_cache/memory_pool.py:819 "KV Cache is allocated. dtype: …, #tokens: …").
     kv_line_names_dtype: bool = False
