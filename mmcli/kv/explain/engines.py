@@ -115,7 +115,9 @@ def _explain_hybrid(
             rows.append(_row(f"{name} size", f"{gib:.2f}GB", printed, ok))
     rows.append(running_row(log, plan.value("max_running_requests")))
     per = state.bytes_per_request
-    low = planned_slots * per + tokens * cell.bytes_per_token
+    # 0.5.17 on take MambaPool's padding slot off the budget too (mamba_pad_slot_budgeted).
+    held = planned_slots + int(rules.mamba_pad_slot_budgeted)
+    low = held * per + tokens * cell.bytes_per_token
     notes = [
         wording
         if wording is not None

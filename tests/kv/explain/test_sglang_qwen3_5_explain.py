@@ -102,6 +102,14 @@ def test_a_qwen3_6_log_names_the_releases_whose_rules_print_it(
     assert statuses["ssm_state size"] == statuses["max_running_requests"] == "match"
 
 
+def test_the_budget_note_counts_the_padding_slot_off_the_budget() -> None:
+    """Under 0.5.17's rules 314 slots hold 315 slots' state: the budget behind the log is
+    315 × 64,389,120 + 1,106,792 × 20,480 = 42,949,672,960 B (40 GiB), up to one page of cells
+    (20,480 B) more."""
+    result = explain(QWEN3_6, qwen_log(314, "18.46", 62, dtype=True))
+    assert any("lies in 42,949,672,960–42,949,693,439 B" in note for note in result.notes)
+
+
 def test_a_cap_no_release_prints_differs_with_exit_1(tmp_path: Path) -> None:
     """315 slots capped at 105 requests with a dtype-naming KV line: 0.5.13 caps at 105, but a
     request cap of 100 is no release's."""
