@@ -23,12 +23,14 @@ from mmcli.kv.explain.engine_rows import (
 from mmcli.kv.explain.engine_rows import row as _row
 from mmcli.kv.explain.sglang_dense import explain_dense
 from mmcli.kv.explain.sglang_dsa import explain_dsa
-from mmcli.kv.explain.sglang_state import budgets, hybrid_rules, refuse_unmirrored
+from mmcli.kv.explain.sglang_state import budgets, refuse_unmirrored
+from mmcli.kv.explain.sglang_state_releases import explain_state_releases
 from mmcli.kv.explain.sglang_swa import explain_swa
 from mmcli.kv.model import ModelConfig
 from mmcli.kv.sglang import SglangOptions
 from mmcli.kv.sglang.dsa import is_nsa
 from mmcli.kv.sglang.geometry import hybrid_cell
+from mmcli.kv.sglang.releases import SglangRules
 from mmcli.kv.sglang.state_wording import STATE_LINE_WORDING, state_line_release
 from mmcli.kv.state import MambaSpec
 from mmcli.kv.trtllm import TrtllmOptions, plan_trtllm, trtllm_rules
@@ -43,9 +45,7 @@ def explain_sglang(config: ModelConfig, doc: dict[str, Any], log: SglangLog) -> 
     """Reproduce an SGLang log's cell, buffer sizes and request cap from the config, and say
     which releases' rules reproduce it."""
     if any(isinstance(layer.spec, MambaSpec) for layer in config.layers):
-        result = _explain_hybrid(config, doc, log)
-        result.releases_matching = [result.release] if result.matches else []
-        return result
+        return explain_state_releases(config, doc, log, _explain_hybrid)
     if is_nsa(doc):
         return explain_dsa(config, doc, log)
     if log.swa_full_tokens is not None:
@@ -58,10 +58,16 @@ def _gib_range(gib: float, count: int) -> tuple[float, float]:
     return max(0.0, gib - _HALF) * _GIB / count, (gib + _HALF) * _GIB / count
 
 
-def _explain_hybrid(config: ModelConfig, doc: dict[str, Any], log: SglangLog) -> EngineExplanation:
-    """A hybrid GDN / Mamba-2 model's log: token pool, state pool and request cap."""
+def _explain_hybrid(
+    config: ModelConfig,
+    doc: dict[str, Any],
+    log: SglangLog,
+    rules: SglangRules,
+    wording: str | None = None,
+) -> EngineExplanation:
+    """A hybrid GDN / Mamba-2 model's log under ``rules``: token pool, state pool and request
+    cap; ``wording`` says which releases the log can be of (else its Mamba line's wording)."""
     tp, page, kv_dtype = settings(log)
-    rules = hybrid_rules(doc, log)
     cell, state = hybrid_cell(config, doc, rules, tp=tp, kv_dtype=kv_dtype)
     refuse_unmirrored(log, state)
     user = log.args.get("max_running_requests")
@@ -109,9 +115,13 @@ def _explain_hybrid(config: ModelConfig, doc: dict[str, Any], log: SglangLog) ->
             rows.append(_row(f"{name} size", f"{gib:.2f}GB", printed, ok))
     rows.append(running_row(log, plan.value("max_running_requests")))
     per = state.bytes_per_request
-    low = planned_slots * per + tokens * cell.bytes_per_token
+    # 0.5.17 on take MambaPool's padding slot off the budget too (mamba_pad_slot_budgeted).
+    held = planned_slots + int(rules.mamba_pad_slot_budgeted)
+    low = held * per + tokens * cell.bytes_per_token
     notes = [
-        STATE_LINE_WORDING[rules.release]
+        wording
+        if wording is not None
+        else STATE_LINE_WORDING[rules.release]
         if log.has_mamba_line
         else (
             "the log has no Mamba Cache line, so its release is not known: "

@@ -18,8 +18,10 @@ from mmcli.kv.model import ModelConfig, architecture
 from mmcli.kv.sglang import SglangOptions, plan_sglang, sglang_rules
 from mmcli.kv.sglang.geometry import Cell
 from mmcli.kv.sglang.hybrid import MAMBA_FULL_MEMORY_RATIO, HybridState
+from mmcli.kv.sglang.log_releases import release_span
 from mmcli.kv.sglang.releases import RELEASES, SglangRules
 from mmcli.kv.sglang.state_wording import state_line_release
+from mmcli.kv.sglang.swa_lists import QWEN3_5
 
 
 def hybrid_rules(doc: dict[str, Any], log: SglangLog) -> SglangRules:
@@ -30,10 +32,14 @@ def hybrid_rules(doc: dict[str, Any], log: SglangLog) -> SglangRules:
     served = dict(rules.hybrid_models)
     if arch in served:
         return rules
-    elsewhere = [r.release for r in RELEASES if arch and arch in dict(r.hybrid_models)]
+    elsewhere = [
+        r.release
+        for r in RELEASES
+        if arch and (arch in dict(r.hybrid_models) or (r.qwen3_5_served and arch in QWEN3_5))
+    ]
     if elsewhere:
         hint = (
-            f"SGLang {', '.join(elsewhere)} serves {arch}; check that the log and the config "
+            f"SGLang {release_span(elsewhere)} serves {arch}; check that the log and the config "
             "are of the same model and release"
         )
     else:
