@@ -135,6 +135,10 @@ def plan_run(request: PlanRequest, *, inputs_read: Callable[[], None] | None = N
     memory = request.memory
     if got.kv_cache_memory_bytes is not None:
         _check_kv_cache_memory_bytes(request)
+    if got.engines.engine == "sglang":
+        from mmcli.kv.sglang.dsv4 import refuse_on_sglang
+
+        refuse_on_sglang(source.config, got.engines.sglang_version)
     model, doc = load_document(source.config)
     profile = Profile(
         doc,
