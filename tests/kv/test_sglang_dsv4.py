@@ -31,6 +31,7 @@ from pathlib import Path
 
 import pytest
 
+from mmcli.kv.hf.dsv4 import layer_ratios
 from mmcli.kv.sglang.dsv4 import first_release, sglang_refusal
 from mmcli.kv.sglang.releases import RELEASES
 from tests.kv.test_dsv4 import refused, tiny
@@ -77,20 +78,19 @@ def test_the_default_release_refuses_it_too(tmp_path: Path) -> None:
 
 
 def test_counts_follow_compress_ratios() -> None:
-    err = sglang_refusal(tiny(compress_ratios=[128, 4, 4, 4]), None, "c")
-    assert err is not None
+    err = sglang_refusal(layer_ratios(tiny(compress_ratios=[128, 4, 4, 4])), None, "c")
     assert "4 layers: 3 with compress_ratio 4" in err.message
     assert "1 with compress_ratio 128" in err.message
 
 
 def test_unreadable_compress_ratios_are_named() -> None:
-    err = sglang_refusal(tiny(compress_ratios=None), None, "c")
-    assert err is not None and "compress_ratios (not a list" in err.message
+    err = sglang_refusal(layer_ratios(tiny(compress_ratios=None)), None, "c")
+    assert "compress_ratios (not a list" in err.message
 
 
-def test_other_models_are_not_touched() -> None:
-    doc = tiny(architectures=["DeepseekV3ForCausalLM"], model_type="deepseek_v3")
-    assert sglang_refusal(doc, None, "c") is None
+def test_found_by_architecture_alone(tmp_path: Path) -> None:
+    err = refused(tmp_path, tiny(model_type=None), "--engine", "sglang")
+    assert "DeepSeek-V4 on SGLang" in err
 
 
 def test_all_engines_keep_the_vllm_refusal(tmp_path: Path) -> None:

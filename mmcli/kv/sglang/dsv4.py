@@ -21,14 +21,11 @@ as a plain hybrid sliding-window pool.
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 from mmcli.errors import InputError
-from mmcli.kv.hf.dsv4 import ARCHITECTURE, is_deepseek_v4, layer_ratios
 from mmcli.kv.sglang.release_names import DSV4_SWA_CAP_FROM, SWA_ADDED
 from mmcli.kv.sglang.releases import RELEASES, sglang_rules
 
+ARCHITECTURE = "DeepseekV4ForCausalLM"
 #: ``compress_ratio`` of the layers with the C4 pool and the indexer, and of the C128 pool.
 C4, C128 = 4, 128
 
@@ -48,8 +45,7 @@ def first_release() -> str:
     return next(r for r, archs in SWA_ADDED.items() if ARCHITECTURE in archs)
 
 
-def _layers(text: dict[str, Any]) -> str:
-    ratios = layer_ratios(text)
+def _layers(ratios: list[int] | None) -> str:
     if ratios is None:
         return "compress_ratios (not a list of one integer per layer here)"
     c4 = sum(r == C4 for r in ratios)
@@ -60,12 +56,9 @@ def _layers(text: dict[str, Any]) -> str:
     )
 
 
-def sglang_refusal(doc: dict[str, Any], release: str | None, where: str) -> InputError | None:
-    """The refusal of a DeepSeek-V4 config on SGLang ``release`` (None: not DeepSeek-V4)."""
-    nested = doc.get("text_config")
-    text: dict[str, Any] = nested if isinstance(nested, dict) else doc
-    if not is_deepseek_v4(doc, text):
-        return None
+def sglang_refusal(ratios: list[int] | None, release: str | None, where: str) -> InputError:
+    """The refusal of a DeepSeek-V4 config on SGLang ``release``; ``ratios``: each layer's
+    compress ratio as the model reads it (``max(1, r)``), None when unreadable."""
     rules = sglang_rules(release)
     first = first_release()
     if ARCHITECTURE not in rules.hybrid_swa_archs:
@@ -84,17 +77,8 @@ def sglang_refusal(doc: dict[str, Any], release: str | None, where: str) -> Inpu
     )
     return InputError(
         f"{where}: DeepSeek-V4 on SGLang {rules.release}: DSV4PoolConfigurator sizes "
-        f"DeepSeekV4TokenToKVPool's {POOLS} pools for {_layers(text)}, with {ratio}; "
+        f"DeepSeekV4TokenToKVPool's {POOLS} pools for {_layers(ratios)}, with {ratio}; "
         f"{NOT_MIRRORED}",
         hint="mmcli plans SGLang's DeepSeek V3.2 sparse attention and the hybrid "
         "sliding-window pool of other models; DeepSeek-V4 is refused on every engine",
     )
-
-
-def refuse_on_sglang(path: Path, release: str | None) -> None:
-    """Raise the SGLang refusal when the config at ``path`` is DeepSeek-V4."""
-    from mmcli.kv.inputs.layer_config import read_document
-
-    doc = read_document(path)
-    if isinstance(doc, dict) and (err := sglang_refusal(doc, release, str(path))) is not None:
-        raise err
