@@ -122,6 +122,20 @@ class PlanRun:
         return doc
 
 
+def _refuse_deepseek_v4_on_sglang(path: Any, release: str | None) -> None:
+    """SGLang's own refusal of a DeepSeek-V4 config (mmcli.kv.sglang.dsv4), before the config
+    parser's, which names vLLM's caches."""
+    from mmcli.kv.hf.dsv4 import is_deepseek_v4, layer_ratios
+    from mmcli.kv.inputs.layer_config import read_document
+    from mmcli.kv.sglang.dsv4 import sglang_refusal
+
+    doc = read_document(path)
+    nested = doc.get("text_config")
+    text = nested if isinstance(nested, dict) else doc
+    if is_deepseek_v4(doc, text):
+        raise sglang_refusal(layer_ratios(text), release, str(path))
+
+
 def plan_run(request: PlanRequest, *, inputs_read: Callable[[], None] | None = None) -> PlanRun:
     """Plan ``request`` (see the module docstring). ``inputs_read`` is called once every input
     (the config, the map, the weights) has been read, before any planning: where a caller
@@ -135,6 +149,8 @@ def plan_run(request: PlanRequest, *, inputs_read: Callable[[], None] | None = N
     memory = request.memory
     if got.kv_cache_memory_bytes is not None:
         _check_kv_cache_memory_bytes(request)
+    if got.engines.engine == "sglang":
+        _refuse_deepseek_v4_on_sglang(source.config, got.engines.sglang_version)
     model, doc = load_document(source.config)
     profile = Profile(
         doc,

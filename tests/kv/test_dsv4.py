@@ -107,7 +107,7 @@ def test_unreadable_compress_ratios_are_named(tmp_path: Path) -> None:
     assert "compress_ratios (not a list of one integer per layer here)" in err
 
 
-@pytest.mark.parametrize("engine", ["sglang", "trtllm"])
+@pytest.mark.parametrize("engine", ["trtllm"])  # SGLang: tests/kv/test_sglang_dsv4.py
 def test_other_engines_keep_refusing_it(tmp_path: Path, engine: str) -> None:
     err = refused(tmp_path, tiny(), "--engine", engine)
     assert "config.json: DeepSeek-V4 (deepseek_v4)" in err

@@ -176,3 +176,9 @@ def mm_fields(release: str) -> dict[str, Any]:
         "multimodal_breakable_archs": frozenset(breakable),
         "multimodal_piecewise_archs": frozenset(MM_PIECEWISE.get(release, ())),
     }
+
+
+#: DeepSeek-V4 (mmcli/kv/sglang/dsv4.py): from this release DSV4PoolConfigurator sizes the SWA
+#: pool from the request cap when --swa-full-tokens-ratio is not given (0.5.21
+#: model_executor/pool_configurator.py ``_resolve_swa_cap_tokens``; absent in 0.5.20).
+DSV4_SWA_CAP_FROM = "0.5.21"
