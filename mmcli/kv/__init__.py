@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from mmcli.kv.request import Engine, PlanRequest
-from mmcli.kv.run import PlanRun, plan_run
+from mmcli.kv.run import PlanRun, plan_run, refuse_deepseek_v4_on_sglang
 from mmcli.kv.sharing import initialize_kv_cache_for_kv_sharing, validate_sharing_map
 from mmcli.kv.spec import (
     FullAttentionSpec,
@@ -91,6 +91,7 @@ __all__ = [
     "PlanRequest",
     "PlanRun",
     "plan_run",
+    "refuse_deepseek_v4_on_sglang",
     "FullAttentionSpec",
     "KVCacheGroupSpec",
     "KVCacheSpec",

@@ -122,7 +122,7 @@ class PlanRun:
         return doc
 
 
-def _refuse_deepseek_v4_on_sglang(path: Any, release: str | None) -> None:
+def refuse_deepseek_v4_on_sglang(path: Any, release: str | None) -> None:
     """SGLang's own refusal of a DeepSeek-V4 config (mmcli.kv.sglang.dsv4), before the config
     parser's, which names vLLM's caches."""
     from mmcli.kv.hf.dsv4 import is_deepseek_v4, layer_ratios
@@ -150,7 +150,7 @@ def plan_run(request: PlanRequest, *, inputs_read: Callable[[], None] | None = N
     if got.kv_cache_memory_bytes is not None:
         _check_kv_cache_memory_bytes(request)
     if got.engines.engine == "sglang":
-        _refuse_deepseek_v4_on_sglang(source.config, got.engines.sglang_version)
+        refuse_deepseek_v4_on_sglang(source.config, got.engines.sglang_version)
     model, doc = load_document(source.config)
     profile = Profile(
         doc,

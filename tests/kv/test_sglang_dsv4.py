@@ -27,10 +27,13 @@ Facts from the released SGLang wheels (``sglang/srt/``):
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from mmcli.cli.main import app
 from mmcli.kv.hf.dsv4 import layer_ratios
 from mmcli.kv.sglang.dsv4 import first_release, sglang_refusal
 from mmcli.kv.sglang.releases import RELEASES
@@ -97,3 +100,18 @@ def test_all_engines_keep_the_vllm_refusal(tmp_path: Path) -> None:
     # --engine all plans vLLM first: its refusal (naming vLLM's caches) stands.
     err = refused(tmp_path, tiny(), "--engine", "all")
     assert "vLLM serves it from" in err
+
+
+def test_explaining_an_sglang_log_gives_sglang_s_refusal(tmp_path: Path) -> None:
+    # An SGLang start-up line (memory_pool.py's KV line) with a DeepSeek-V4 config: SGLang's
+    # pools are named, not vLLM's caches.
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(tiny()))
+    log = tmp_path / "sglang.log"
+    log.write_text(
+        "[2026-05-01 10:00:00 TP0] KV Cache is allocated. #tokens: 1000, KV size: 1 GB\n"
+    )
+    result = CliRunner().invoke(app, ["kv-share", "explain", str(log), "--config", str(config)])
+    assert result.exit_code == 2, result.output
+    assert "DSV4PoolConfigurator" in result.output
+    assert "vLLM serves it from" not in result.output

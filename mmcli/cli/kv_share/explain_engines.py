@@ -24,11 +24,14 @@ def explain_engine_log(head: bytes, config_path: Path, output_format: OutputForm
         explain_trtllm,
         load_config,
         read_document,
+        refuse_deepseek_v4_on_sglang,
     )
 
     log = engine_log_of(head)
     if log is None:
         return None
+    if isinstance(log, SglangLog):
+        refuse_deepseek_v4_on_sglang(config_path, None)
     config = load_config(config_path)
     doc = read_document(config_path) if config.source == "hf" else {}
     if isinstance(log, SglangLog):
