@@ -118,6 +118,12 @@ NEW = {"architectures": ["SomeNewForConditionalGeneration"]}
         # Llava*ForCausalLM read their own config as the text config (no sub-config).
         ({"architectures": ["LlavaLlamaForCausalLM"], "text_config": {}}, {"0.5.11": True}),
         ({"architectures": ["LlamaForCausalLM"]}, {"0.5.3": False, "0.5.17": False}),
+        # Inkling is served from 0.5.16, text-only unless --enable-multimodal (0.5.16
+        # configs/model_config.py:313 mm_disabled_models), its text_config notwithstanding.
+        (
+            {"architectures": ["InklingForConditionalGeneration"], "text_config": {}},
+            {"0.5.16": False, "0.5.17": False, "0.5.23": False},
+        ),
     ],
 )
 def test_which_models_are_multimodal(doc: dict[str, Any], expected: dict[str, bool]) -> None:

@@ -20,13 +20,14 @@ from mmcli.kv.sglang.rules import SglangRules
 #: hooks, muse_spark_hook.py / moe_hook.py:62, change the launch): not mirrored.
 _OWN_DEFAULTS = ("MuseSparkForConditionalGeneration",)
 #: ``ModelConfig.__init__``'s ``mm_disabled_models``: an unset --enable-multimodal is False
-#: (the same three from 0.5.3; Inkling joins in 0.5.18).
-_MM_OFF_OLD = (
+#: (the same three from 0.5.3; Inkling joins in 0.5.16, configs/model_config.py:313, the first
+#: release that serves it, so the list holds for every release).
+_MM_OFF_BY_DEFAULT = (
     "Gemma3ForConditionalGeneration",
     "Llama4ForConditionalGeneration",
     "Step3VLForConditionalGeneration",
+    "InklingForConditionalGeneration",
 )
-_MM_OFF_BY_DEFAULT = (*_MM_OFF_OLD, "InklingForConditionalGeneration")
 #: get_hf_text_config's sub-configs: a config with one is multimodal (has_multimodal_subconfig).
 _TEXT_SUBCONFIGS = ("thinker_config", "llm_config", "language_config", "text_config")
 
@@ -72,7 +73,7 @@ def _listed_multimodal(doc: dict[str, Any], rules: SglangRules) -> bool:
         return isinstance(doc.get("vision_config"), dict)
     archs = _archs(doc)
     first = archs[0] if archs else ""
-    if first in _MM_OFF_OLD:
+    if first in _MM_OFF_BY_DEFAULT:
         return False
     both = "vision_config" in doc and "audio_config" in doc
     if rules.multimodal_mimo_gate and first == "MiMoV2ForCausalLM" and not both:
