@@ -1,7 +1,8 @@
 """What the SGLang hybrid GDN / Mamba-2 tests share: the published configs
 (tests/kv/configs/PROVENANCE.md), Qwen3-Next's state and cell at tp 1 as SGLang's config classes
 give them (configs/qwen3_next.py, configs/mamba_utils.py: conv ``(conv_dim, kernel − 1)`` in
-bfloat16, SSM ``(heads, head_dim, state)`` in float32), and a plan under one release."""
+bfloat16, SSM ``(heads, head_dim, state)`` in float32), and a plan under one release (also the
+SGLang sliding-window tests' plan of a config whose document a test replaces)."""
 
 from __future__ import annotations
 
@@ -30,4 +31,10 @@ def plan_with(default: str | None, path: Path, /, **options: Any) -> EngineFigur
     """``path`` planned with ``options``, by SGLang ``default`` where they name no release."""
     if default is not None:
         options.setdefault("release", default)
-    return plan_sglang(load_config(path), read_document(path), SglangOptions(**options))
+    return plan_doc(path, None, **options)
+
+
+def plan_doc(path: Path, doc: dict[str, Any] | None = None, /, **options: Any) -> EngineFigures:
+    """``path`` planned with ``options``, its document replaced by ``doc`` where one is given."""
+    document = read_document(path) if doc is None else doc
+    return plan_sglang(load_config(path), document, SglangOptions(**options))

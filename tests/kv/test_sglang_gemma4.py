@@ -38,10 +38,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sglang_hybrid_cases import plan_doc as plan
 
 from mmcli.errors import InputError
-from mmcli.kv.inputs.layer_config import load_config, read_document
-from mmcli.kv.sglang import SglangOptions, plan_sglang
+from mmcli.kv.inputs.layer_config import read_document
 
 KV = Path(__file__).parent
 G31B = KV / "configs" / "google--gemma-4-31B-it.text_config.json"
@@ -49,11 +49,6 @@ G26B = KV / "configs" / "google--gemma-4-26B-A4B-it.text_config.json"
 E4B = KV / "realworld" / "configs" / "google--gemma-4-E4B-it.text_config.json"
 GiB = 2**30
 MIRRORED = tuple(f"0.5.{n}" for n in range(11, 24))
-
-
-def plan(path: Path, doc: dict[str, Any] | None = None, **options: Any):  # type: ignore[no-untyped-def]
-    document = read_document(path) if doc is None else doc
-    return plan_sglang(load_config(path), document, SglangOptions(**options))
 
 
 @pytest.mark.parametrize("release", MIRRORED)

@@ -21,13 +21,12 @@ Read from the wheels (sglang/srt):
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
+from sglang_hybrid_cases import plan_doc as plan
 
 from mmcli.errors import InputError
-from mmcli.kv.inputs.layer_config import load_config, read_document
-from mmcli.kv.sglang import SglangOptions, plan_sglang
+from mmcli.kv.inputs.layer_config import read_document
 
 KV = Path(__file__).parent
 GPT_OSS_20B = KV / "gpu_logs" / "configs" / "openai--gpt-oss-20b.json"
@@ -35,11 +34,6 @@ LLAMA4_SCOUT = KV / "configs" / "meta-llama--Llama-4-Scout-17B-16E-Instruct.subs
 GEMMA3_27B = KV / "realworld" / "configs" / "google--gemma-3-27b-it_config.json"
 GiB = 2**30
 MIRRORED = ("0.5.14", "0.5.15")
-
-
-def plan(path: Path, doc: dict[str, Any] | None = None, **options: Any):  # type: ignore[no-untyped-def]
-    document = read_document(path) if doc is None else doc
-    return plan_sglang(load_config(path), document, SglangOptions(**options))
 
 
 @pytest.mark.parametrize("release", MIRRORED)

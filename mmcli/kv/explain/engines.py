@@ -9,6 +9,7 @@ release its ``Mamba Cache`` line's wording names (:mod:`mmcli.kv.explain.sglang_
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from mmcli.errors import InputError
@@ -17,6 +18,7 @@ from mmcli.kv.explain.engine_rows import (
     EngineExplanation,
     Row,
     k_rows,
+    log_options,
     running_row,
     settings,
 )
@@ -27,7 +29,6 @@ from mmcli.kv.explain.sglang_state import budgets, refuse_unmirrored
 from mmcli.kv.explain.sglang_state_releases import explain_state_releases
 from mmcli.kv.explain.sglang_swa import explain_swa
 from mmcli.kv.model import ModelConfig
-from mmcli.kv.sglang import SglangOptions
 from mmcli.kv.sglang.dsa import is_nsa
 from mmcli.kv.sglang.geometry import hybrid_cell
 from mmcli.kv.sglang.releases import SglangRules
@@ -70,17 +71,8 @@ def _explain_hybrid(
     tp, page, kv_dtype = settings(log)
     cell, state = hybrid_cell(config, doc, rules, tp=tp, kv_dtype=kv_dtype)
     refuse_unmirrored(log, state)
-    user = log.args.get("max_running_requests")
-    base = SglangOptions(
-        release=rules.release,
-        tp=tp,
-        page_size=page,
-        page_size_given=True,
-        kv_dtype=kv_dtype,
-        max_model_len=log.context_len,
-        max_running_requests=None if user is None else int(user),
-        enable_dp_attention=log.args.get("enable_dp_attention") == "True",
-    )
+    # The log's run; the budget is searched (budgets), and --max-total-tokens is not applied.
+    base = replace(log_options(log, rules.release, 0), memory_bytes=None, max_total_tokens=None)
     tokens = log.tokens or 0
     found = budgets(config, doc, base, state, cell, tokens)
     counts = sorted(n for n in found if n >= 0)

@@ -20,9 +20,9 @@ from mmcli.errors import InputError
 from mmcli.kv.explain.engine_logs import SglangLog
 from mmcli.kv.explain.engine_rows import EngineExplanation, Row, log_options, row, running_row
 from mmcli.kv.model import ModelConfig
-from mmcli.kv.sglang import plan_sglang, sglang_rules
+from mmcli.kv.sglang import plan_sglang
 from mmcli.kv.sglang.dsa import NsaCell, nsa_cell
-from mmcli.kv.sglang.log_releases import EXPLAIN_FIELDS, log_releases, release_span
+from mmcli.kv.sglang.log_releases import EXPLAIN_FIELDS, log_releases, release_span, rule_rows
 from mmcli.kv.sglang.releases import RELEASES, SglangRules
 
 _GIB = 2**30
@@ -115,14 +115,6 @@ def _plan(
     return rows, notes, blackwell
 
 
-def _groups(candidates: tuple[SglangRules, ...]) -> list[tuple[SglangRules, list[str]]]:
-    groups: dict[tuple[object, ...], list[SglangRules]] = {}
-    for rules in candidates:
-        key = tuple(getattr(rules, f) for f in (*EXPLAIN_FIELDS, *DSA_FIELDS))
-        groups.setdefault(key, []).append(rules)
-    return [(sglang_rules(rows[-1].release), [r.release for r in rows]) for rows in groups.values()]
-
-
 def explain_dsa(config: ModelConfig, doc: dict[str, Any], log: SglangLog) -> EngineExplanation:
     """Plan an NSA model's log under each distinct rule row and KV dtype it can be of."""
     named = log.kv_line_dtype is not None
@@ -138,7 +130,7 @@ def explain_dsa(config: ModelConfig, doc: dict[str, Any], log: SglangLog) -> Eng
     dtypes, dtype_note = _dtypes(log)
     # (releases, dtype, rows, notes, KV size with Blackwell's trtllm row or None)
     planned: list[tuple[list[str], str, list[Row], list[str], str | None]] = []
-    for rules, names in _groups(candidates):
+    for rules, names in rule_rows(candidates, (*EXPLAIN_FIELDS, *DSA_FIELDS)):
         for dtype in dtypes:
             rows, notes, blackwell = _plan(config, doc, log, rules, dtype)
             planned.append((names, dtype, rows, notes, blackwell))

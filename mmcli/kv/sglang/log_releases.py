@@ -37,16 +37,18 @@ def log_releases(*, names_dtype: bool, fields: Iterable[str]) -> tuple[SglangRul
     )
 
 
-def rule_rows(releases: Sequence[SglangRules]) -> list[tuple[SglangRules, list[str]]]:
-    """The distinct rule rows among ``releases``, oldest first: each row's newest release (whose
-    rules are used) and the releases it stands for."""
+def rule_rows(
+    releases: Sequence[SglangRules], fields: Sequence[str] = EXPLAIN_FIELDS
+) -> list[tuple[SglangRules, list[str]]]:
+    """The distinct rule rows among ``releases`` (equal in every one of ``fields``), oldest
+    first: each row's newest release (whose rules are used) and the releases it stands for."""
     groups: dict[tuple[object, ...], list[SglangRules]] = {}
     for rules in releases:
-        groups.setdefault(tuple(getattr(rules, f) for f in EXPLAIN_FIELDS), []).append(rules)
+        groups.setdefault(tuple(getattr(rules, f) for f in fields), []).append(rules)
     return [(rows[-1], [r.release for r in rows]) for rows in groups.values()]
 
 
-def release_span(names: Sequence[str]) -> str:
+def release_span(names: Sequence[str], dash: str = "–") -> str:
     """``names`` (releases read, in order) as runs of consecutive releases: "a–b, c"."""
     order = [r.release for r in RELEASES]
     runs: list[list[str]] = []
@@ -55,4 +57,4 @@ def release_span(names: Sequence[str]) -> str:
             runs[-1].append(name)
         else:
             runs.append([name])
-    return ", ".join(run[0] if len(run) == 1 else f"{run[0]}–{run[-1]}" for run in runs)
+    return ", ".join(run[0] if len(run) == 1 else f"{run[0]}{dash}{run[-1]}" for run in runs)

@@ -240,21 +240,21 @@ def plan_sglang(config: ModelConfig, doc: dict[str, Any], options: SglangOptions
     draft = 0 if spec is None else spec.num_draft_tokens
     if state is None:
         raw = max(0, rest // per_token)
-    elif rules.speculative_joint_solve and state.radix_cache:
-        slots, left, joint = configurator_slots(
-            state, rest / _GIB, rules, draft=draft, requests=user_requests
-        )
-        raw = max(0, int(left * (1 << 30) // cell.bytes_per_token))
     else:
-        slots, left = state_slots(
-            state,
-            rest / _GIB,
-            max_running_requests=user_requests,
-            ratio=MAMBA_FULL_MEMORY_RATIO,
-            draft_tokens=0 if spec is None else spec.num_draft_tokens,
-            reserved_requests=user_requests if rules.speculative_states_reserved else None,
-        )
-        raw = max(0, int(left * (1 << 30) // cell.bytes_per_token))
+        if rules.speculative_joint_solve and state.radix_cache:
+            slots, left, joint = configurator_slots(
+                state, rest / _GIB, rules, draft=draft, requests=user_requests
+            )
+        else:
+            slots, left = state_slots(
+                state,
+                rest / _GIB,
+                max_running_requests=user_requests,
+                ratio=MAMBA_FULL_MEMORY_RATIO,
+                draft_tokens=draft,
+                reserved_requests=user_requests if rules.speculative_states_reserved else None,
+            )
+        raw = max(0, int(left * _GIB // cell.bytes_per_token))
     context, context_estimate = _context_len(config, options, doc)
     tokens = raw if options.max_total_tokens is None else min(raw, options.max_total_tokens)
     tokens = tokens // page * page

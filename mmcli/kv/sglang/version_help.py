@@ -2,23 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from mmcli.kv.sglang.releases import DEFAULT_RELEASE, RELEASES, SglangRules
-
-
-def release_spans(test: Callable[[SglangRules], bool]) -> str:
-    """The releases read whose rules pass ``test``, as runs of neighbours (``a – b, c``)."""
-    runs: list[list[str]] = []
-    previous = False
-    for rules in RELEASES:
-        passed = test(rules)
-        if passed and previous:
-            runs[-1].append(rules.release)
-        elif passed:
-            runs.append([rules.release])
-        previous = passed
-    return ", ".join(r[0] if len(r) == 1 else f"{r[0]} – {r[-1]}" for r in runs) or "none"
+from mmcli.kv.sglang.log_releases import release_span
+from mmcli.kv.sglang.releases import DEFAULT_RELEASE, RELEASES
 
 
 def sglang_version_help() -> str:
@@ -31,6 +16,7 @@ def sglang_version_help() -> str:
     )
     if unread:
         text += f"; {unread[0]} on with --gpu needs --mem-fraction-static"
-    sliding = release_spans(lambda r: r.sliding_mirrored)
-    state = release_spans(lambda r: r.hybrid_rule in ("fixed", "ratio"))
+    sliding = release_span([r.release for r in RELEASES if r.sliding_mirrored], " – ") or "none"
+    hybrid = [r.release for r in RELEASES if r.hybrid_rule in ("fixed", "ratio")]
+    state = release_span(hybrid, " – ") or "none"
     return text + f"; sliding-window models: {sliding}; hybrid GDN / Mamba models: {state})."
