@@ -194,6 +194,22 @@ class EngineRules:
     #: ``--skip-mm-profiling`` (engine/arg_utils.py, ``MultiModalConfig.skip_mm_profiling``,
     #: from 0.10.1): the profile run leaves out the multimodal encoder and encoder cache.
     skip_mm_profiling_flag: bool
+    #: Multimodal items a prompt in the encoder profile: the ``--limit-mm-per-prompt`` count
+    #: (``"limit"``, 0.10.0's profile_run) or at most ``max_model_len // tokens`` of them too
+    #: (``"length"``, ``MultiModalBudget.get_max_items`` from 0.10.1).
+    mm_items_per_prompt: str
+    #: Qwen2-VL's dummy video (qwen2_vl.py ``get_num_frames_with_most_features``): frames that
+    #: fit max_model_len less one image, at most 16 (``"less-image-16"``); that fit max_model_len,
+    #: at most 16 (``"seq-16"``, 0.10.2) or 14 (``"seq-14"``, 0.11).
+    qwen_vl_video: str
+    #: Qwen2-VL's image of most features: a huge square resized (``"square"``) or, from 0.15,
+    #: the closest factor pair of max_pixels // unit² (``"factor"``).
+    qwen_vl_image: str
+    #: Modalities tied on tokens an item: the later name is profiled (``max`` keyed on
+    #: (tokens, name), encoder_budget.py from 0.17), else the first listed.
+    mm_tie_later_name: bool
+    #: Model Runner V2 profiles the multimodal encoder (``profile_encoder_cache``, from 0.29).
+    v2_encoder_profile: bool
 
 
 #: The rules that matter only with pipeline stages (``--pipeline-parallel-size`` > 1).
@@ -212,6 +228,12 @@ DSA_FIELDS: Final = frozenset(
 
 #: The rules that change only how the command line is read, not any plan.
 CLI_FIELDS: Final = frozenset({"max_len_tera", "max_len_auto", "dotted_o_cc"})
+#: The rules that shape only the ``--gpu`` estimate's encoder profile, never a plan of a given
+#: KV memory.
+ENCODER_FIELDS: Final = frozenset(
+    {"mm_items_per_prompt", "qwen_vl_video", "qwen_vl_image", "mm_tie_later_name",
+     "v2_encoder_profile"}
+)  # fmt: skip
 
 _VERSION = re.compile(r"^v?(\d{1,4})\.(\d{1,4})(?:\.(\d{1,4}))?(?:[.+-]?[0-9A-Za-z.+-]*)?$")
 

@@ -91,6 +91,12 @@ class PlanRequest:
     enforce_eager: bool = False
     #: vLLM's ``--skip-mm-profiling``: the profile run leaves out the multimodal encoder.
     skip_mm_profiling: bool = False
+    #: vLLM's ``--limit-mm-per-prompt`` (JSON text or a dict, ``{"image": 2, "video": 0}``):
+    #: the items the ``--gpu`` estimate's encoder profile may take a prompt (999 by default).
+    limit_mm_per_prompt: str | dict[str, Any] | None = None
+    #: vLLM's ``--mm-processor-kwargs`` (JSON text or a dict): ``max_pixels`` sizes the
+    #: encoder profile's dummy image of a Qwen2-VL-style model.
+    mm_processor_kwargs: str | dict[str, Any] | None = None
     num_gpu_blocks_override: int | None = None
     #: Sharing the engine accepts but that is likely a mistake is an error.
     strict: bool = False
@@ -178,6 +184,8 @@ class PlanRequest:
             "--speculative-config": text,
             "--enforce-eager": self.enforce_eager,
             "--skip-mm-profiling": self.skip_mm_profiling,
+            "--limit-mm-per-prompt": self.limit_mm_per_prompt,
+            "--mm-processor-kwargs": self.mm_processor_kwargs,
             "--gpu-memory-utilization": self.gpu_memory_utilization,
             "--entry llm": self.entry != "serve",
             "--chunked-local-attn-hybrid": self.chunked_local_attn_hybrid is not None,

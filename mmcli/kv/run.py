@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from mmcli.errors import EXIT_FINDINGS, EXIT_OK
+from mmcli.errors import EXIT_FINDINGS, EXIT_OK, InputError
 from mmcli.kv.request import PlanRequest
 
 if TYPE_CHECKING:
@@ -136,6 +136,25 @@ def refuse_deepseek_v4_on_sglang(path: Any, release: str | None) -> None:
         raise sglang_refusal(layer_ratios(text), release, str(path))
 
 
+def _max_len(request: PlanRequest, model: ModelConfig) -> int | None:
+    """The ``max_model_len`` vLLM profiles with: the requested length, else the model's (also
+    for ``auto``, which vLLM fits after profiling); None where the plan will refuse it."""
+    from mmcli.kv.engine.max_len import model_max_len
+    from mmcli.kv.releases import rules_for
+
+    length = request.resolved.max_model_len
+    requested = length if isinstance(length, int) and length > 0 else None
+    try:
+        return model_max_len(
+            model,
+            rules_for(request.vllm_version),
+            requested,
+            allow_long=request.allow_long_max_model_len,
+        )
+    except InputError:
+        return None
+
+
 def plan_run(request: PlanRequest, *, inputs_read: Callable[[], None] | None = None) -> PlanRun:
     """Plan ``request`` (see the module docstring). ``inputs_read`` is called once every input
     (the config, the map, the weights) has been read, before any planning: where a caller
@@ -143,6 +162,7 @@ def plan_run(request: PlanRequest, *, inputs_read: Callable[[], None] | None = N
     from mmcli.kv.inputs.layer_config import load_document
     from mmcli.kv.inputs.model_source import resolve_model
     from mmcli.kv.whatif.budget import Profile, gpu_budget
+    from mmcli.kv.whatif.encoder import mm_settings
 
     got = request.resolved
     source = resolve_model(request.model, request.revision)
@@ -152,6 +172,13 @@ def plan_run(request: PlanRequest, *, inputs_read: Callable[[], None] | None = N
     if got.engines.engine == "sglang":
         refuse_deepseek_v4_on_sglang(source.config, got.engines.sglang_version)
     model, doc = load_document(source.config)
+    mm = mm_settings(
+        doc,
+        lambda: _max_len(request, model),
+        source.folder,
+        request.limit_mm_per_prompt,
+        request.mm_processor_kwargs,
+    )
     profile = Profile(
         doc,
         request.max_num_batched_tokens,
@@ -160,6 +187,7 @@ def plan_run(request: PlanRequest, *, inputs_read: Callable[[], None] | None = N
         got.kv_cache_memory_bytes,
         request.entry,
         request.skip_mm_profiling,
+        mm,
     )
     estimate, weights = gpu_budget(
         request.gpu,

@@ -47,6 +47,8 @@ APPLIED: dict[str, tuple[str, str]] = {
     "speculative_config": ("speculative_config", "json"),
     "enforce_eager": ("enforce_eager", "bool"),
     "skip_mm_profiling": ("skip_mm_profiling", "bool"),
+    "limit_mm_per_prompt": ("limit_mm_per_prompt", "limits"),
+    "mm_processor_kwargs": ("mm_processor_kwargs", "json"),
     "gpu_memory_utilization": ("gpu_memory_utilization", "float"),
     "kv_cache_memory_bytes": ("kv_cache_memory_bytes", "human"),
     "num_gpu_blocks_override": ("num_gpu_blocks_override", "int"),
@@ -94,10 +96,6 @@ GRAPHS = frozenset(
         "max_seq_len_to_capture",
     }
 )
-
-#: Settings listed among the applied ones as what the plan assumes, though they set no field of
-#: the plan (the multimodal limits change the profiling run, not the KV cache's layout).
-ASSUMED = frozenset({"limit_mm_per_prompt"})
 
 _DTYPES = {"half": "float16", "float16": "float16", "bfloat16": "bfloat16", "float": "float32",
            "float32": "float32"}  # fmt: skip
@@ -295,8 +293,6 @@ def _classify(
             model = _model(model, raw, flag)
         elif setting in APPLIED:
             applied[setting] = _convert(setting, raw, flag, version)
-        elif setting in ASSUMED:
-            applied[setting] = _scalar(raw) if isinstance(raw, str) else raw
         elif setting == "dtype":
             weights.append(flag)
             if raw != "auto":
@@ -330,6 +326,10 @@ def _convert(setting: str, raw: Any, flag: str, version: str | None) -> Any:
     from mmcli.kv.engine.max_len import human_readable_int, parse_max_model_len
 
     kind = APPLIED[setting][1]
+    if kind == "limits":
+        from mmcli.kv.whatif.encoder import parse_limits
+
+        return parse_limits(raw, flag)
     try:
         if kind == "length" and not isinstance(raw, bool):
             length = parse_max_model_len(str(raw), version)

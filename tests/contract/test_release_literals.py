@@ -155,6 +155,11 @@ FIELD_WORDS: dict[str, str] = {
     "v2_runner_default": r"V2 model runner",
     "v2_runner_architectures": r"V2 by default for",
     "v2_cudagraph_estimate": r"V2 runner's CUDA-graph estimate",
+    "mm_items_per_prompt": r"items a prompt",
+    "qwen_vl_video": r"Qwen2-VL's dummy video",
+    "qwen_vl_image": r"Qwen2-VL's dummy image",
+    "mm_tie_later_name": r"tied modalities",
+    "v2_encoder_profile": r"V2 runner profiles the multimodal encoder",
 }
 
 

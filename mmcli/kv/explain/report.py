@@ -23,6 +23,7 @@ from mmcli.kv.releases import (
     CHANGES,
     CLI_FIELDS,
     DSA_FIELDS,
+    ENCODER_FIELDS,
     NEWEST,
     PIPELINE_FIELDS,
     describe,
@@ -273,7 +274,7 @@ def _matching_releases(
     found = []
     # A row that differs from the one before only with pipeline stages, only for sparse
     # attention, or only in how the command line is read, gives this plan the same figures.
-    same = set(CLI_FIELDS)
+    same = set(CLI_FIELDS) | ENCODER_FIELDS
     if (kwargs.get("pipeline_parallel_size") or 1) == 1:
         same |= PIPELINE_FIELDS
     if config.sparse_attention is None:

@@ -3,18 +3,19 @@ and what vLLM keeps back, as an estimate (:func:`mmcli.kv.whatif.gpus.estimate_k
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mmcli.errors import InputError
 from mmcli.kv.inputs.model_source import ModelSource
 from mmcli.kv.inputs.weights import WeightsFigure, weights_figure
 from mmcli.kv.releases import rules_for
+from mmcli.kv.whatif.encoder import MmSettings
 from mmcli.kv.whatif.gpus import Estimate
 
 if TYPE_CHECKING:
     from mmcli.kv.releases import EngineRules
-    from mmcli.kv.whatif.components import Component
+    from mmcli.kv.whatif.components import Component, Geometry
 
 
 def gpu_budget(
@@ -93,6 +94,8 @@ class Profile:
     entry: str = "serve"
     #: vLLM's ``--skip-mm-profiling``: no encoder profile.
     skip_mm_profiling: bool = False
+    #: What the encoder profile's dummy batch depends on (max_model_len, limits, processor).
+    mm: MmSettings = field(default_factory=MmSettings)
 
 
 def _components(
@@ -152,23 +155,49 @@ def _components(
             f"{next(iter(geo.class_defaults.values()))} defaults, as vLLM reads the config"
         )
     peak = c.activation_peak(geo, tokens, seqs, tp)
-    parts = (peak, *_encoder(profile, tokens, notes), c.non_torch(tp), graphs)
-    return parts, tuple(notes), peak.bytes
+    encoder = _encoder(profile, rules, runner, (tokens, seqs, tp), geo, peak.bytes, notes)
+    parts = (peak, *encoder, c.non_torch(tp), graphs)
+    return parts, tuple(notes), peak.bytes + sum(e.bytes for e in encoder)
 
 
-def _encoder(profile: Profile, tokens: int, notes: list[str]) -> tuple[Component, ...]:
-    """The encoder profile of a multimodal config, named but not estimated (a note says so);
-    none under ``--skip-mm-profiling``."""
-    from mmcli.kv.whatif.encoder import NOTE, encoder_profile
+def _encoder(
+    profile: Profile,
+    rules: EngineRules,
+    runner: str,
+    batch: tuple[int, int, int],
+    geo: Geometry,
+    text_peak: int,
+    notes: list[str],
+) -> tuple[Component, ...]:
+    """The encoder profile of a multimodal config (:mod:`mmcli.kv.whatif.encoder`); none under
+    ``--skip-mm-profiling`` or where the release's model runner does not profile it."""
+    from mmcli.kv.whatif.encoder import encoder_profile, encoder_sections
 
-    part = encoder_profile(profile.doc, tokens)
-    if part is None:
+    if not encoder_sections(profile.doc):
         return ()
     if profile.skip_mm_profiling:
         notes.append("--skip-mm-profiling: vLLM's profile run leaves out the multimodal encoder")
         return ()
-    notes.append(NOTE)
-    return (part,)
+    if runner == "v2" and not rules.v2_encoder_profile:
+        notes.append(
+            f"vLLM {rules.release}'s Model Runner V2 does not profile the multimodal encoder "
+            "(its profile_run runs the text forward only)"
+        )
+        return ()
+    tokens, seqs, tp = batch
+    part, note = encoder_profile(
+        profile.doc,
+        rules,
+        max_num_batched_tokens=tokens,
+        max_num_seqs=seqs,
+        tp=tp,
+        dtype_bytes=geo.dtype_bytes,
+        text_peak=text_peak,
+        settings=profile.mm,
+    )
+    if note is not None:
+        notes.append(note)
+    return () if part is None else (part,)
 
 
 #: Config key → the Geometry field it fills.

@@ -1,23 +1,38 @@
-"""The multimodal encoder's part of vLLM's profile run, named in the ``--gpu`` estimate.
+"""The multimodal encoder's part of vLLM's profile run, in the ``--gpu`` estimate.
 
-``profile_run`` (v1/worker/gpu_model_runner.py) of a model with multimodal inputs first runs
-the encoder on a dummy batch of the modality with the most tokens an item (its largest item,
-as many as the encoder budget holds, under ``--limit-mm-per-prompt``) and keeps the outputs
-in the encoder cache through the text forward, unless ``--skip-mm-profiling`` is given. That
-peak depends on each model's processor and vision tower (tiling, patch merging, attention
-kernels) and no published log in the repository separates it, so it is not estimated: it is
-named, with what it depends on, and the KV memory shown may be higher than vLLM's.
+``profile_run`` (v1/worker/gpu_model_runner.py; Model Runner V2's ``profile_encoder_cache`` from
+0.29) first runs the encoder on a dummy batch (:mod:`mmcli.kv.whatif.mm_dummy`: the modality
+with the most tokens an item, as many items as the encoder budget holds) and keeps its outputs
+in the encoder cache through the text forward and the sampler, unless ``--skip-mm-profiling``
+is given. The torch peak of the whole run is then
+
+    max(encoder forward, encoder outputs + the text peak)
+
+so the encoder adds max(encoder forward − text peak, encoder outputs) to the activation peak.
+The encoder forward holds the processor's float32 pixel values (moved to the GPU as they are:
+``_get_mm_dummy_batch`` casts no dtype) and, per patch, the same envelope as the text forward
+(:func:`mmcli.kv.whatif.components.activation_peak`): the residual and the normed hidden states,
+q/k/v (3 × hidden) and the MLP's wide tensors (fc1 and its activation, 2 × intermediate; a
+gated MLP's gate/up and product, 3 ×), the projections split over the tensor-parallel ranks.
+Attention is a memory-efficient kernel (no patches² matrix). Families whose dummy items are not
+mirrored keep the component named but not estimated, with the reason.
 """
 
 from __future__ import annotations
 
-from typing import Any, Final
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
 
 from mmcli.kv.whatif.components import Component
 
+if TYPE_CHECKING:
+    from mmcli.kv.releases import EngineRules
+
 #: The config sections of an encoder vLLM profiles (``vision_config``, ``audio_config``).
 ENCODER_SECTIONS: Final = ("vision_config", "audio_config")
-#: The encoder keys shown as the component's inputs, where the config gives them.
+#: The encoder keys shown as the inputs of a component that is not estimated.
 ENCODER_KEYS: Final = (
     "model_type",
     "hidden_size",
@@ -29,6 +44,27 @@ ENCODER_KEYS: Final = (
 )
 #: Top-level keys that give an item's token count (Gemma 3's ``mm_tokens_per_image``).
 ITEM_KEYS: Final = ("mm_tokens_per_image",)
+#: Bytes of one pixel value as the processors return them (float32).
+PIXEL_BYTES: Final = 4
+SOURCE: Final = (
+    "profile_run (v1/worker/gpu_model_runner.py): the encoder on a dummy batch of the "
+    "largest item under --limit-mm-per-prompt, its outputs kept in the encoder cache "
+    "(budget: max_num_encoder_input_tokens); skipped by --skip-mm-profiling"
+)
+
+
+@dataclass(frozen=True)
+class MmSettings:
+    """What the encoder profile depends on beyond the batch limits."""
+
+    #: The ``max_model_len`` vLLM runs with (None: not known).
+    max_model_len: int | None = None
+    #: ``--limit-mm-per-prompt`` counts by modality (absent: vLLM's 999).
+    limits: dict[str, int] = field(default_factory=dict)
+    #: ``--mm-processor-kwargs`` (``max_pixels``, ``do_pan_and_scan``, …).
+    mm_kwargs: dict[str, Any] = field(default_factory=dict)
+    #: The model's ``preprocessor_config.json`` where the model folder has one.
+    processor: dict[str, Any] | None = None
 
 
 def encoder_sections(doc: dict[str, Any]) -> tuple[str, ...]:
@@ -36,31 +72,160 @@ def encoder_sections(doc: dict[str, Any]) -> tuple[str, ...]:
     return tuple(key for key in ENCODER_SECTIONS if isinstance(doc.get(key), dict))
 
 
-def encoder_profile(doc: dict[str, Any], max_num_batched_tokens: int) -> Component | None:
-    """The encoder profile as a named component that is not estimated (None: no encoder)."""
-    sections = encoder_sections(doc)
-    if not sections:
-        return None
+def encoder_profile(
+    doc: dict[str, Any],
+    rules: EngineRules,
+    *,
+    max_num_batched_tokens: int,
+    max_num_seqs: int,
+    tp: int,
+    dtype_bytes: int,
+    text_peak: int,
+    settings: MmSettings,
+) -> tuple[Component | None, str | None]:
+    """The encoder profile of ``doc`` (None: no encoder, or every modality disabled) and a note
+    (where it is not estimated, or nothing is profiled)."""
+    from mmcli.kv.whatif.mm_dummy import NotMirrored, dummy_batch
+
+    if not encoder_sections(doc):
+        return None, None
+    try:
+        batch = dummy_batch(
+            doc,
+            rules,
+            max_model_len=settings.max_model_len,
+            max_num_batched_tokens=max_num_batched_tokens,
+            max_num_seqs=max_num_seqs,
+            limits=settings.limits,
+            processor=settings.processor,
+            mm_kwargs=settings.mm_kwargs,
+        )
+    except NotMirrored as exc:
+        return _named(doc, max_num_batched_tokens), NOTE.format(reason=str(exc))
+    if batch is None:
+        return None, "--limit-mm-per-prompt disables every modality: no encoder profile"
+    tower, d = batch.tower, dtype_bytes
+    patches = batch.items * batch.patches
+    wide = (3 if tower.gated else 2) * tower.intermediate
+    pixels = patches * tower.pixels_per_patch * PIXEL_BYTES
+    forward = pixels + patches * (2 * tower.hidden + (3 * tower.hidden + wide) // tp) * d
+    outputs = batch.items * batch.tokens * tower.out_hidden * d
+    inputs = {
+        "modality": batch.modality,
+        "items": batch.items,
+        "tokens_per_item": batch.tokens,
+        "encoder_budget": batch.budget,
+        "patches_per_item": batch.patches,
+        **batch.inputs,
+        "max_model_len": settings.max_model_len,
+        "max_num_batched_tokens": max_num_batched_tokens,
+        "max_num_seqs": max_num_seqs,
+        "tensor_parallel_size": tp,
+        "encoder_hidden_size": tower.hidden,
+        "encoder_intermediate_size": tower.intermediate,
+        "encoder_mlp_gated": tower.gated,
+        "pixel_values_bytes": pixels,
+        "forward_bytes": forward,
+        "outputs_bytes": outputs,
+        "text_peak_bytes": text_peak,
+    }
+    size = max(forward - text_peak, outputs)
+    return Component("encoder profile", size, inputs, SOURCE), None
+
+
+def _named(doc: dict[str, Any], max_num_batched_tokens: int) -> Component:
+    """The encoder profile named with its inputs, not estimated."""
     inputs: dict[str, Any] = {
         section: {k: doc[section][k] for k in ENCODER_KEYS if k in doc[section]}
-        for section in sections
+        for section in encoder_sections(doc)
     }
     inputs |= {key: doc[key] for key in ITEM_KEYS if key in doc}
     inputs["max_num_batched_tokens"] = max_num_batched_tokens
-    return Component(
-        "encoder profile",
-        0,
-        inputs,
-        "profile_run (v1/worker/gpu_model_runner.py): the encoder on a dummy batch of the "
-        "largest item under --limit-mm-per-prompt, its outputs kept in the encoder cache "
-        "(budget: max_num_encoder_input_tokens); skipped by --skip-mm-profiling",
-        estimated=False,
-    )
+    return Component("encoder profile", 0, inputs, SOURCE, estimated=False)
 
 
 NOTE: Final = (
-    "the multimodal encoder's profile is not estimated: vLLM's profile run encodes a dummy "
-    "batch of the largest item under --limit-mm-per-prompt first, so the KV memory may be "
-    "lower than shown; give --skip-mm-profiling where vLLM runs with it, or plan from the "
+    "the multimodal encoder's profile is not estimated ({reason}): vLLM's profile run encodes "
+    "a dummy batch of the largest item under --limit-mm-per-prompt first, so the KV memory may "
+    "be lower than shown; give --skip-mm-profiling where vLLM runs with it, or plan from the "
     "server's log (--from-log)"
 )
+
+
+def parse_limits(value: Any, flag: str = "--limit-mm-per-prompt") -> dict[str, Any]:
+    """vLLM's ``--limit-mm-per-prompt``: a JSON object (text or dict) of counts or of dummy
+    options (``{"count": 1, "width": 512}``, from 0.11), or the older ``image=2,video=1``."""
+    import json
+
+    from mmcli.errors import InputError
+
+    doc = value
+    if isinstance(value, str):
+        try:
+            doc = json.loads(value)
+        except ValueError:
+            pairs = [part.partition("=") for part in value.split(",") if part.strip()]
+            if not pairs or any(not sep or not v.strip().isdigit() for _, sep, v in pairs):
+                doc = None
+            else:
+                doc = {k.strip(): int(v) for k, _, v in pairs}
+    hint = f'{flag} \'{{"image": 2, "video": 0}}\' (counts by modality)'
+    if not isinstance(doc, dict):
+        raise InputError(f"{flag}: expected a JSON object of counts, got {value!r}", hint=hint)
+    for modality, limit in doc.items():
+        count = limit.get("count", 999) if isinstance(limit, dict) else limit
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            raise InputError(
+                f"{flag}: {modality}'s count must be an integer ≥ 0, got {count!r}", hint=hint
+            )
+    return dict(doc)
+
+
+def parse_kwargs(value: Any, flag: str = "--mm-processor-kwargs") -> dict[str, Any]:
+    """vLLM's ``--mm-processor-kwargs``: a JSON object (text or dict)."""
+    import json
+
+    from mmcli.errors import InputError
+
+    doc = value
+    if isinstance(value, str):
+        try:
+            doc = json.loads(value)
+        except ValueError:
+            doc = None
+    if not isinstance(doc, dict):
+        raise InputError(
+            f"{flag}: expected a JSON object, got {value!r}",
+            hint=f"{flag} '{{\"max_pixels\": 1003520}}'",
+        )
+    return dict(doc)
+
+
+def mm_settings(
+    doc: dict[str, Any],
+    max_model_len: Callable[[], int | None],
+    folder: Path | None,
+    limits: Any = None,
+    kwargs: Any = None,
+) -> MmSettings:
+    """The encoder profile's settings for a plan: the requests' limits and processor kwargs,
+    the ``max_model_len`` vLLM runs with, and the model folder's ``preprocessor_config.json``
+    (a text-only config needs none of them)."""
+    import json
+
+    if not encoder_sections(doc):
+        return MmSettings()
+    processor = None
+    path = None if folder is None else folder / "preprocessor_config.json"
+    if path is not None and path.is_file():
+        try:
+            loaded = json.loads(path.read_text())
+        except (OSError, ValueError):
+            loaded = None
+        processor = loaded if isinstance(loaded, dict) else None
+    return MmSettings(
+        max_model_len=max_model_len(),
+        limits={} if limits is None else parse_limits(limits),
+        mm_kwargs={} if kwargs is None else parse_kwargs(kwargs),
+        processor=processor,
+    )

@@ -1,74 +1,124 @@
-"""The multimodal encoder's profile in the ``--gpu`` estimate: named with its inputs, not
-estimated, and left out under ``--skip-mm-profiling``."""
+"""The multimodal encoder's profile in the ``--gpu`` estimate: the dummy batch vLLM encodes
+(:mod:`mmcli.kv.whatif.mm_dummy`), what it adds to the profile's torch peak, and where it is
+left out (``--skip-mm-profiling``, ``--limit-mm-per-prompt`` 0, families not mirrored)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 
 from mmcli.errors import InputError
 from mmcli.kv import PlanRequest, plan_run
-from mmcli.kv.releases import first_release
-from mmcli.kv.whatif.encoder import encoder_profile
+from mmcli.kv.releases import first_release, rules_for
+from mmcli.kv.whatif.encoder import MmSettings, encoder_profile, parse_limits
 
 #: google/gemma-3-27b-it's published config.json (tests/kv/realworld/configs/PROVENANCE.md):
-#: a SigLIP vision_config (hidden 1,152, 27 layers, 896-pixel images in 14-pixel patches)
-#: and mm_tokens_per_image 256.
+#: a SigLIP vision_config (hidden 1,152, intermediate 4,304, 27 layers, 896-pixel images in
+#: 14-pixel patches), mm_tokens_per_image 256, text hidden 5,376.
 GEMMA3 = "tests/kv/realworld/configs/google--gemma-3-27b-it_config.json"
+#: Qwen/Qwen2.5-VL-7B-Instruct's config.json and preprocessor_config.json as a model folder
+#: (tests/kv/whatif/models/PROVENANCE.md): vision hidden 1,280, intermediate 3,420 (gated
+#: SiLU), patch 14, merge 2, temporal 2; text hidden 3,584; max_pixels 12,845,056.
+QWEN25VL = "tests/kv/whatif/models/qwen2_5_vl_7b"
 TEXT_ONLY = "samples/kv/qwen3-14b-like.json"
 
 
-def _estimate(model: str = GEMMA3, **extra: object) -> object:
-    request = PlanRequest(
-        model,
-        gpu="H100",
-        weights="54GiB",
-        vllm_version="0.20",
-        max_num_batched_tokens=8192,
-        max_num_seqs=1024,
-        **extra,  # type: ignore[arg-type]
-    )
-    est = plan_run(request).estimate
+def _estimate(model: str = GEMMA3, **extra: Any) -> Any:
+    fields: dict[str, Any] = {
+        "gpu": "H100",
+        "weights": "54GiB",
+        "vllm_version": "0.20",
+        "max_num_batched_tokens": 8192,
+        "max_num_seqs": 1024,
+    }
+    est = plan_run(PlanRequest(model, **(fields | extra))).estimate
     assert est is not None
     return est
 
 
-def test_a_multimodal_config_names_the_encoder_profile() -> None:
-    """vLLM 0.20.0 vllm/v1/worker/gpu_model_runner.py profile_run: with multimodal inputs (and
-    no skip_mm_profiling) the encoder runs on a dummy batch of the largest item before the
-    text forward, its outputs kept in the encoder cache. It is named, with the encoder's
-    geometry and the item's token count as inputs, and not taken off (bytes null in JSON)."""
+def _part(est: Any, name: str = "encoder profile") -> Any:
+    (part,) = [p for p in est.components if p.name == name]
+    return part
+
+
+def test_gemma3_dummy_batch_and_what_it_adds() -> None:
+    """vLLM 0.20.0 multimodal/encoder_budget.py: budget max(8192, 256) = 8192; items
+    max(1, min(8192 // 256, 1024 × min(999, 131072 // 256))) = 32 images, each 256 tokens
+    (gemma3_mm.py get_num_image_tokens, no pan-and-scan) from (896 / 14)² = 4,096 SigLIP
+    patches. Forward: 32 × 3 × 896² float32 pixels = 308,281,344 B, plus 131,072 patches ×
+    (2 × 1152 + 3 × 1152 + 2 × 4304) × 2 B = 3,766,484,992 B; outputs 32 × 256 × 5376 × 2 B
+    = 88,080,384 B. The torch peak is max(forward, outputs + text peak)."""
     est = _estimate()
-    (part,) = [p for p in est.components if p.name == "encoder profile"]  # type: ignore[attr-defined]
-    assert part.estimated is False and part.bytes == 0
-    doc = part.to_json()
-    assert doc["bytes"] is None and doc["estimated"] is False
-    assert doc["inputs"]["vision_config"]["hidden_size"] == 1152
-    assert doc["inputs"]["vision_config"]["patch_size"] == 14
-    assert doc["inputs"]["mm_tokens_per_image"] == 256
-    assert doc["inputs"]["max_num_batched_tokens"] == 8192
-    assert "skip-mm-profiling" in part.source
-    terms = dict(est.terms())  # type: ignore[attr-defined]
-    assert terms["− encoder profile"] is None
-    assert any("not estimated" in note for note in est.notes)  # type: ignore[attr-defined]
+    part, text = _part(est), _part(est, "activation peak")
+    got = part.inputs
+    assert (got["modality"], got["items"], got["tokens_per_item"]) == ("image", 32, 256)
+    assert (got["patches_per_item"], got["encoder_budget"]) == (4096, 8192)
+    assert got["pixel_values_bytes"] == 308_281_344
+    assert got["forward_bytes"] == 308_281_344 + 3_766_484_992
+    assert got["outputs_bytes"] == 88_080_384
+    assert got["text_peak_bytes"] == text.bytes
+    assert part.estimated and part.bytes == 308_281_344 + 3_766_484_992 - text.bytes
+    assert part.to_json()["bytes"] == part.bytes
+    assert dict(est.terms())["− encoder profile (estimate)"] == -part.bytes
+
+
+def test_the_outputs_count_when_the_forward_is_below_the_text_peak() -> None:
+    """With 4 sequences the sampler's logits are small but the budget still takes 32 images;
+    at tp 8 the forward's projections shrink: what is added is never less than the outputs
+    kept in the encoder cache through the text forward."""
+    rules = rules_for("0.20")
+    doc = {
+        "model_type": "gemma3",
+        "mm_tokens_per_image": 256,
+        "text_config": {"hidden_size": 5376},
+        "vision_config": {
+            "hidden_size": 1152,
+            "intermediate_size": 4304,
+            "num_hidden_layers": 27,
+            "image_size": 896,
+            "patch_size": 14,
+        },
+    }
+    kwargs: dict[str, Any] = {"max_num_batched_tokens": 8192, "max_num_seqs": 1024, "tp": 1}
+    part, note = encoder_profile(
+        doc, rules, dtype_bytes=2, text_peak=10 * 2**30, settings=MmSettings(131072), **kwargs
+    )
+    assert note is None and part is not None
+    assert part.bytes == part.inputs["outputs_bytes"] == 88_080_384
 
 
 def test_skip_mm_profiling_leaves_it_out() -> None:
-    """--skip-mm-profiling (MultiModalConfig.skip_mm_profiling, vLLM 0.20.0
-    vllm/config/multimodal.py) makes profile_run log "Skipping memory profiling for multimodal
-    encoder and encoder cache." and run the text forward only."""
+    """--skip-mm-profiling (vLLM 0.20.0 vllm/config/multimodal.py): profile_run logs
+    "Skipping memory profiling for multimodal encoder and encoder cache."; the KV memory
+    grows by exactly the component."""
     with_encoder = _estimate()
     skipped = _estimate(skip_mm_profiling=True)
-    names = [p.name for p in skipped.components]  # type: ignore[attr-defined]
-    assert "encoder profile" not in names and "activation peak" in names
-    assert any("--skip-mm-profiling" in note for note in skipped.notes)  # type: ignore[attr-defined]
-    assert not any("not estimated" in note for note in skipped.notes)  # type: ignore[attr-defined]
-    # Not estimated, so nothing was taken off for it: the same KV memory either way.
-    assert skipped.kv_bytes == with_encoder.kv_bytes  # type: ignore[attr-defined]
+    assert "encoder profile" not in [p.name for p in skipped.components]
+    assert any("--skip-mm-profiling" in note for note in skipped.notes)
+    assert skipped.kv_bytes - with_encoder.kv_bytes == _part(with_encoder).bytes
+
+
+def test_limits_from_a_serve_line() -> None:
+    """--limit-mm-per-prompt (JSON, vLLM 0.20.0 engine/arg_utils.py) is applied: image 0
+    disables the only modality (encoder_budget.py: no tower modality, no encoder profile);
+    image 2 with 4 sequences caps the batch at 4 × 2 = 8 items."""
+    off = PlanRequest(
+        serve=f"vllm serve {GEMMA3} --limit-mm-per-prompt '{{\"image\": 0}}'",
+        gpu="H100",
+        weights="54GiB",
+        vllm_version="0.20",
+    )
+    assert off.limit_mm_per_prompt == {"image": 0}
+    est = plan_run(off).estimate
+    assert est is not None and "encoder profile" not in [p.name for p in est.components]
+    assert any("disables every modality" in note for note in est.notes)
+    two = _estimate(limit_mm_per_prompt='{"image": 2}', max_num_seqs=4)
+    assert _part(two).inputs["items"] == 8
 
 
 def test_skip_mm_profiling_from_a_serve_line() -> None:
-    """The serve line's flag (vLLM 0.20.0 engine/arg_utils.py ``--skip-mm-profiling``) sets
-    the same field."""
+    """The serve line's flag (vLLM 0.20.0 engine/arg_utils.py ``--skip-mm-profiling``)."""
     request = PlanRequest(
         serve=f"vllm serve {GEMMA3} --skip-mm-profiling",
         gpu="H100",
@@ -77,13 +127,128 @@ def test_skip_mm_profiling_from_a_serve_line() -> None:
     )
     assert request.skip_mm_profiling is True
     est = plan_run(request).estimate
-    assert est is not None
-    assert "encoder profile" not in [p.name for p in est.components]
+    assert est is not None and "encoder profile" not in [p.name for p in est.components]
+
+
+def test_limits_are_read_as_vllm_reads_them() -> None:
+    """JSON counts, 0.11's per-modality options ({"count": …}) and the older
+    ``image=2,video=1`` text; anything else is refused naming the flag."""
+    assert parse_limits('{"image": 2}') == {"image": 2}
+    assert parse_limits("image=2,video=1") == {"image": 2, "video": 1}
+    assert parse_limits({"video": {"count": 0}}) == {"video": {"count": 0}}
+    for bad in ("image", '{"image": -1}', '["image"]'):
+        with pytest.raises(InputError, match="--limit-mm-per-prompt"):
+            parse_limits(bad)
+
+
+def test_dummy_sizes_are_named_not_estimated() -> None:
+    """0.11's dummy options (width / height) shrink the profiled item: not mirrored, so the
+    component is named, not estimated, and the note says why."""
+    est = _estimate(limit_mm_per_prompt={"image": {"count": 1, "width": 512, "height": 512}})
+    part = _part(est)
+    assert part.estimated is False and part.to_json()["bytes"] is None
+    assert any("dummy options for image" in note for note in est.notes)
+
+
+@pytest.mark.parametrize(
+    ("version", "length", "expected"),
+    [
+        # 0.20.0 qwen2_vl.py: image of most features 12845056 // 28² = 16,384 tokens; the video
+        # of most features: frames 1..4 fit 32,768 (padded to pairs: 2 × 16,384), 5 does not.
+        ("0.20", 32768, ("video", 32768, 1, 32768 * 4)),
+        # 128,000: 14 frames (the 0.11+ cap) = 7 pairs = 114,688 tokens.
+        ("0.20", 128000, ("video", 114688, 1, 114688 * 4)),
+        # 4,096 holds no frame pair: one frame (padded to a pair), tied with the image; from
+        # 0.17 the tie goes to the later name (max keyed on (tokens, name)).
+        ("0.20", 4096, ("video", 16384, 1, 16384 * 4)),
+        # 0.10.1: the video budget is 32,768 less one image = 16,384: 2 frames, tied; the
+        # first listed (image) wins before 0.17.
+        ("0.10.1", 32768, ("image", 16384, 1, 16384 * 4)),
+    ],
+)
+def test_qwen25_vl_dummy_item(version: str, length: int, expected: tuple[Any, ...]) -> None:
+    est = _estimate(QWEN25VL, weights="15.6GiB", vllm_version=version, max_model_len=length)
+    got = _part(est).inputs
+    assert (got["modality"], got["tokens_per_item"], got["items"], got["patches_per_item"]) == (
+        expected[0],
+        expected[1],
+        expected[2],
+        expected[3],
+    )
+    # 1,176 float32 pixel values a patch (3 × 2 × 14²); gated SiLU MLP (3 × 3420 wide).
+    patches = expected[3]
+    forward = patches * 1176 * 4 + patches * (2 * 1280 + 3 * 1280 + 3 * 3420) * 2
+    assert got["forward_bytes"] == forward and got["encoder_mlp_gated"] is True
+    assert _part(est).bytes == max(forward - got["text_peak_bytes"], got["outputs_bytes"])
+
+
+def test_qwen_max_pixels_by_release() -> None:
+    """mm_processor_kwargs max_pixels 1,003,520 (28 × 28 × 1280): from 0.15 the closest factor
+    pair of 1003520 // 784 = 1,280 tokens (32 × 40); before, a huge square resized by
+    smart_resize: floor(√1003520 / 28) = 35, 35² = 1,225 tokens. Video off."""
+    kwargs: dict[str, Any] = {
+        "max_model_len": 32768,
+        "mm_processor_kwargs": {"max_pixels": 1003520},
+        "limit_mm_per_prompt": {"video": 0},
+    }
+    new = _estimate(QWEN25VL, weights="15.6GiB", vllm_version="0.20", **kwargs)
+    old = _estimate(QWEN25VL, weights="15.6GiB", vllm_version="0.14", **kwargs)
+    assert first_release("qwen_vl_image", "factor") == "0.15"
+    assert _part(new).inputs["tokens_per_item"] == 1280
+    assert _part(old).inputs["tokens_per_item"] == 1225
+    # 8192 // 1280 = 6 images in the batch, 8192 // 1225 = 6 too.
+    assert _part(new).inputs["items"] == _part(old).inputs["items"] == 6
+
+
+def test_a_config_file_without_its_processor_is_named_not_estimated() -> None:
+    """A bare config.json gives no max_pixels: the note names what to give."""
+    est = _estimate(f"{QWEN25VL}/config.json", weights="15.6GiB", max_model_len=32768)
+    assert _part(est).estimated is False
+    assert any("max_pixels is not known" in note for note in est.notes)
+
+
+def test_families_not_mirrored_are_named() -> None:
+    """Any other encoder (LLaVA's CLIP tower here) is named, not estimated, with its
+    model_type in the note."""
+    doc = {"model_type": "llava", "vision_config": {"hidden_size": 1024, "patch_size": 14}}
+    part, note = encoder_profile(
+        doc,
+        rules_for("0.20"),
+        max_num_batched_tokens=8192,
+        max_num_seqs=1024,
+        tp=1,
+        dtype_bytes=2,
+        text_peak=0,
+        settings=MmSettings(4096),
+    )
+    assert part is not None and part.estimated is False and part.inputs["vision_config"]
+    assert note is not None and "'llava'" in note and "not estimated" in note
+
+
+def test_model_runner_v2_before_it_profiles_the_encoder() -> None:
+    """vLLM 0.22.0 v1/worker/gpu/model_runner.py profile_run runs the text forward only; the
+    encoder profile enters V2 with ``profile_encoder_cache`` in 0.29."""
+    from mmcli.kv.whatif.budget import Profile, _encoder
+    from mmcli.kv.whatif.components import geometry
+    from mmcli.kv.whatif.encoder import MmSettings as Settings
+
+    assert first_release("v2_encoder_profile") == "0.29"
+    import json
+    from pathlib import Path
+
+    config = json.loads(Path(GEMMA3).read_text())
+    geo = geometry(config)
+    assert geo is not None
+    notes: list[str] = []
+    profile = Profile(config, mm=Settings(131072))
+    got = _encoder(profile, rules_for("0.25"), "v2", (8192, 1024, 1), geo, 0, notes)
+    assert got == () and "does not profile the multimodal encoder" in notes[0]
+    notes.clear()
+    assert _encoder(profile, rules_for("0.29"), "v2", (8192, 1024, 1), geo, 0, notes)
 
 
 def test_the_flag_is_refused_before_its_release() -> None:
-    """skip_mm_profiling first appears in vLLM 0.10.1's engine/arg_utils.py (absent from
-    0.10.0's)."""
+    """skip_mm_profiling first appears in vLLM 0.10.1's engine/arg_utils.py."""
     assert first_release("skip_mm_profiling_flag", True) == "0.10.1"
     with pytest.raises(InputError, match="--skip-mm-profiling") as info:
         PlanRequest(GEMMA3, vllm_version="0.10.0", skip_mm_profiling=True)
@@ -92,6 +257,16 @@ def test_the_flag_is_refused_before_its_release() -> None:
 
 def test_a_text_only_config_has_no_encoder_profile() -> None:
     """No vision_config / audio_config: no encoder part of the profile run."""
-    assert encoder_profile({"hidden_size": 64}, 8192) is None
-    est = _estimate(TEXT_ONLY)
-    assert "encoder profile" not in [p.name for p in est.components]  # type: ignore[attr-defined]
+    rules = rules_for("0.20")
+    got = encoder_profile(
+        {"hidden_size": 64},
+        rules,
+        max_num_batched_tokens=8192,
+        max_num_seqs=1,
+        tp=1,
+        dtype_bytes=2,
+        text_peak=0,
+        settings=MmSettings(),
+    )
+    assert got == (None, None)
+    assert "encoder profile" not in [p.name for p in _estimate(TEXT_ONLY).components]

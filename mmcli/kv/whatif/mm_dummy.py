@@ -1,0 +1,250 @@
+"""The dummy batch vLLM's profile run sends through a multimodal encoder: which modality, how
+many items, and each item's placeholder tokens and encoder patches, derived per model family
+from the config (and, for dynamic-resolution models, the image processor's ``max_pixels``).
+
+vLLM (``MultiModalBudget``, multimodal/encoder_budget.py from 0.17, v1/worker/utils.py before;
+0.10.0 in ``profile_run`` itself) takes each enabled modality's largest item
+(``get_mm_max_tokens_per_item`` at ``max_model_len``, one item of each), the modality with the
+most tokens an item, an encoder budget of max(``max_num_batched_tokens``, that item's tokens),
+and max(1, min(budget // tokens, max_num_seqs × items a prompt)) items, where items a prompt is
+the ``--limit-mm-per-prompt`` count (999 by default) and, from 0.10.1, at most
+``max_model_len // tokens``. The families mirrored are Gemma 3 (a fixed SigLIP grid) and
+Qwen2-VL / Qwen2.5-VL (dynamic resolution, images and videos); for any other the caller names
+the encoder profile without estimating it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from mmcli.kv.releases import EngineRules
+
+#: vLLM's default ``--limit-mm-per-prompt`` count on the V1 engine (config/multimodal.py).
+DEFAULT_LIMIT: Final = 999
+#: The aspect-ratio bound of the image with most features (``get_image_size_with_most_features``
+#: from 0.15: the closest factor pair of the token count whose ratio is at most 200).
+_MAX_RATIO: Final = 200
+#: The square side ``_get_vision_info`` resizes before 0.15 (``image_width=9999999``).
+_HUGE: Final = 9999999
+#: The most frames a dummy video has (``_MAX_FRAMES_PER_VIDEO``, qwen2_vl.py), by release rule.
+_VIDEO_FRAME_CAP: Final = {"less-image-16": 16, "seq-16": 16, "seq-14": 14}
+
+
+@dataclass(frozen=True)
+class Tower:
+    """The encoder's geometry: hidden size, MLP width and whether it is gated (3 wide tensors
+    live in a gated MLP: gate, up and their product; 2 in fc1 → activation), and the pixel
+    values one patch carries (channels × temporal × patch²)."""
+
+    hidden: int
+    intermediate: int
+    gated: bool
+    layers: int
+    pixels_per_patch: int
+    #: The width of what the encoder hands the language model (the text hidden size).
+    out_hidden: int
+
+
+@dataclass(frozen=True)
+class DummyBatch:
+    """What the profile run encodes: ``items`` items of ``modality``, each ``tokens``
+    placeholder tokens from ``patches`` encoder patches, under an encoder ``budget``."""
+
+    modality: str
+    tokens: int
+    items: int
+    patches: int
+    budget: int
+    tower: Tower
+    #: The family rule applied and its inputs, printed with the component.
+    inputs: dict[str, Any]
+
+
+class NotMirrored(Exception):
+    """The family or a setting whose dummy batch is not mirrored (the message says which)."""
+
+
+def dummy_batch(
+    doc: dict[str, Any],
+    rules: EngineRules,
+    *,
+    max_model_len: int | None,
+    max_num_batched_tokens: int,
+    max_num_seqs: int,
+    limits: dict[str, int] | None = None,
+    processor: dict[str, Any] | None = None,
+    mm_kwargs: dict[str, Any] | None = None,
+) -> DummyBatch | None:
+    """The dummy batch of ``doc``'s model (None: every modality disabled by ``limits``).
+    Raises :class:`NotMirrored` for a family or setting not mirrored."""
+    kind = str(doc.get("model_type", ""))
+    limits = _counts(limits or {})
+    kwargs = dict(mm_kwargs or {})
+    if kind == "gemma3":
+        per_item, towers = _gemma3(doc, kwargs)
+    elif kind in ("qwen2_vl", "qwen2_5_vl"):
+        if max_model_len is None:
+            raise NotMirrored("the video of most features needs max_model_len")
+        per_item, towers = _qwen_vl(doc, rules, max_model_len, limits, processor, kwargs)
+    else:
+        raise NotMirrored(f"model_type {kind!r}: its processor's dummy items are not mirrored")
+    enabled = {m: t for m, t in per_item.items() if limits.get(m, DEFAULT_LIMIT) > 0}
+    if not enabled:
+        return None
+    order = (lambda m: (enabled[m], m)) if rules.mm_tie_later_name else (lambda m: enabled[m])
+    modality = max(enabled, key=order)
+    tokens = enabled[modality]
+    budget = max(max_num_batched_tokens, max(enabled.values()))
+    limit = limits.get(modality, DEFAULT_LIMIT)
+    per_prompt = limit
+    if rules.mm_items_per_prompt == "length" and max_model_len is not None:
+        per_prompt = max(1, min(limit, max_model_len // tokens))
+    items = max(1, min(budget // tokens, max_num_seqs * per_prompt))
+    tower, patches = towers[modality]
+    inputs = {"tokens_by_modality": dict(per_item), "limit_mm_per_prompt": limit}
+    return DummyBatch(modality, tokens, items, patches, budget, tower, inputs)
+
+
+def _counts(limits: dict[str, Any]) -> dict[str, int]:
+    """The counts of ``--limit-mm-per-prompt``; its dummy sizes (0.11's ``width`` / ``height``
+    / ``num_frames`` options) are not mirrored."""
+    counts: dict[str, int] = {}
+    for modality, limit in limits.items():
+        if isinstance(limit, dict):
+            if set(limit) - {"count"}:
+                raise NotMirrored(f"--limit-mm-per-prompt's dummy options for {modality}")
+            limit = limit.get("count", DEFAULT_LIMIT)
+        counts[modality] = int(limit)
+    return counts
+
+
+def _num(section: dict[str, Any], key: str, default: int | None = None) -> int:
+    value = section.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise NotMirrored(f"the encoder config lacks {key} as a positive integer")
+    return value
+
+
+def _text_hidden(doc: dict[str, Any]) -> int:
+    text = doc.get("text_config") if isinstance(doc.get("text_config"), dict) else doc
+    assert isinstance(text, dict)
+    return _num(text, "hidden_size", doc.get("hidden_size"))
+
+
+def _gemma3(
+    doc: dict[str, Any], kwargs: dict[str, Any]
+) -> tuple[dict[str, int], dict[str, tuple[Tower, int]]]:
+    """Gemma 3: each image is resized to the SigLIP tower's ``image_size`` and becomes
+    ``mm_tokens_per_image`` tokens (gemma3_mm.py ``get_num_image_tokens``: (crops + 1) × the
+    processor's ``image_seq_length``, no crops unless pan-and-scan is turned on)."""
+    if kwargs.get("do_pan_and_scan"):
+        raise NotMirrored("pan-and-scan crops (do_pan_and_scan) are not mirrored")
+    vision = doc.get("vision_config")
+    if not isinstance(vision, dict):
+        raise NotMirrored("the config has no vision_config")
+    # Gemma3Config's default mm_tokens_per_image and SiglipVisionConfig's defaults are not
+    # taken: a published Gemma 3 config writes them all.
+    tokens = _num(doc, "mm_tokens_per_image")
+    size, patch = _num(vision, "image_size"), _num(vision, "patch_size")
+    tower = Tower(
+        hidden=_num(vision, "hidden_size"),
+        intermediate=_num(vision, "intermediate_size"),
+        gated=False,
+        layers=_num(vision, "num_hidden_layers"),
+        pixels_per_patch=3 * patch * patch,
+        out_hidden=_text_hidden(doc),
+    )
+    return {"image": tokens}, {"image": (tower, (size // patch) ** 2)}
+
+
+def _qwen_vl(
+    doc: dict[str, Any],
+    rules: EngineRules,
+    max_model_len: int,
+    limits: dict[str, int],
+    processor: dict[str, Any] | None,
+    kwargs: dict[str, Any],
+) -> tuple[dict[str, int], dict[str, tuple[Tower, int]]]:
+    """Qwen2-VL / Qwen2.5-VL: the image of most features at the processor's ``max_pixels``
+    and the video of as many such frames as ``max_model_len`` holds (qwen2_vl.py
+    ``Qwen2VLProcessingInfo``), each token ``spatial_merge_size``² patches."""
+    vision = doc.get("vision_config")
+    if not isinstance(vision, dict):
+        raise NotMirrored("the config has no vision_config")
+    patch, merge = _num(vision, "patch_size", 14), _num(vision, "spatial_merge_size", 2)
+    temporal = _num(vision, "temporal_patch_size", 2)
+    max_pixels = kwargs.get("max_pixels")
+    if max_pixels is None and processor is not None:
+        size: dict[str, Any] = processor.get("size") or {}
+        size = size if isinstance(size, dict) else {}
+        max_pixels = processor.get("max_pixels", size.get("longest_edge"))
+    if not isinstance(max_pixels, int) or max_pixels <= 0:
+        raise NotMirrored(
+            "the image processor's max_pixels is not known: give the model folder (with its "
+            "preprocessor_config.json) or mm_processor_kwargs max_pixels"
+        )
+    unit = patch * merge
+    frame = _image_tokens(max_pixels, unit, rules.qwen_vl_image)
+    per_item = {"image": frame}
+    if limits.get("video", DEFAULT_LIMIT) > 0:
+        image_enabled = limits.get("image", DEFAULT_LIMIT) > 0
+        per_item["video"] = _video_tokens(
+            frame, temporal, max_model_len, rules.qwen_vl_video, frame if image_enabled else 0
+        )
+    if str(doc.get("model_type")) == "qwen2_5_vl":
+        tower = Tower(
+            _num(vision, "hidden_size"),
+            _num(vision, "intermediate_size"),
+            True,
+            _num(vision, "depth"),
+            3 * temporal * patch * patch,
+            _text_hidden(doc),
+        )
+    else:
+        embed = _num(vision, "embed_dim")
+        ratio = vision.get("mlp_ratio", 4)
+        if not isinstance(ratio, int | float) or ratio <= 0:
+            raise NotMirrored("the encoder config lacks mlp_ratio as a positive number")
+        width = int(embed * ratio)
+        tower = Tower(
+            embed, width, False, _num(vision, "depth"), 3 * temporal * patch**2, _text_hidden(doc)
+        )
+    towers = {m: (tower, t * merge * merge) for m, t in per_item.items()}
+    return per_item, towers
+
+
+def _image_tokens(max_pixels: int, unit: int, rule: str) -> int:
+    """The tokens of the image with most features: before 0.15 a huge square resized by
+    transformers' ``smart_resize`` (floor of the side over ``unit``, squared); from 0.15 the
+    largest count ≤ max_pixels // unit² with a factor pair of ratio ≤ 200."""
+    if rule == "square":
+        beta = math.sqrt(_HUGE * _HUGE / max_pixels)
+        side = max(unit, math.floor(_HUGE / beta / unit) * unit)
+        return (side // unit) ** 2
+    for count in range(max_pixels // unit**2, 0, -1):
+        low = math.isqrt(count)
+        while count % low:
+            low -= 1
+        if count // low / low <= _MAX_RATIO:
+            return count
+    return 1
+
+
+def _video_tokens(frame: int, temporal: int, max_len: int, rule: str, image: int) -> int:
+    """The video of most features: as many frames of the largest size as ``max_len`` (less
+    one image's tokens before 0.10.2) holds, at most 16 (14 from 0.11) frames; frames are
+    padded to a multiple of ``temporal_patch_size`` and each group of them is one frame's
+    tokens."""
+
+    def tokens(frames: int) -> int:
+        padded = frames + frames % temporal
+        return max(padded // temporal, 1) * frame
+
+    cap = _VIDEO_FRAME_CAP[rule]
+    budget, count = (max_len - image, 0) if rule == "less-image-16" else (max_len, 1)
+    while count < cap and tokens(count + 1) <= budget:  # frames past the cap change nothing
+        count += 1
+    return tokens(max(min(count, cap), 1))
