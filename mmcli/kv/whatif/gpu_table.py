@@ -204,6 +204,35 @@ GPUS: Final[tuple[GPU, ...]] = (
         ("Instinct-MI300X",),
     ),
     GPU(
+        "MI325X",
+        "256 GB HBM3E",
+        _gib(255.98),
+        "torch's HIP OOM message 'GPU 0 has a total capacity of 255.98 GiB' on 'AMD MI325X × 8 "
+        "(255.98 GiB HBM each)', https://github.com/vllm-project/vllm/issues/41962",
+        ("Instinct-MI325X",),
+    ),
+    GPU(
+        "MI355X",
+        "288 GB HBM3E",
+        _gib(287.98),
+        "vLLM's start-up check 'Free memory on device cuda:N (272.0-272.4/287.98 GiB) on startup "
+        "is less than desired GPU memory utilization' (free/total from torch.cuda.mem_get_info) "
+        "on mi355x-amds nodes, https://github.com/SemiAnalysisAI/InferenceX/blob/"
+        "462f8ed735d9f3ab9a98a896a553c6e41cee410f/benchmarks/single_node/agentic/"
+        "kimik3_fp4_mi355x_mtp.sh",
+        ("Instinct-MI355X",),
+    ),
+    GPU(
+        "MI250X",
+        "64 GB HBM2e per GCD (an MI250X is two GCDs, 128 GB; each is its own device)",
+        65520 * 2**20,
+        "torch.cuda.get_device_properties' \"_CudaDeviceProperties(name='AMD Instinct MI250X', "
+        "major=9, minor=0, gcnArchName='gfx90a:sramecc+:xnack-', total_memory=65520MB, "
+        'multi_processor_count=110)" (MiB, rounded down: 63.98 GiB per GCD) on LUMI, '
+        "https://github.com/Jozefov/MyPyLUMI/blob/ec33cba49c92587699397ee1db89325d03229f45/notes.md",
+        ("Instinct-MI250X", "MI250X-GCD"),
+    ),
+    GPU(
         "GB10",
         "128 GB LPDDR5X unified (DGX Spark)",
         _gib(121.69),

@@ -248,10 +248,11 @@ def test_every_source_is_a_link_or_says_typical() -> None:
 
 @pytest.mark.parametrize(
     "name",
-    # Cards with no citable CUDA / HIP reading found (B300, GB200, GB300, MI250 / MI250X,
-    # MI325X, MI355X): refused rather than given an invented figure. An nvidia-smi total alone
-    # is not CUDA's (see test_h20_reading_is_torchs_not_nvidia_smis).
-    ["B300", "GB200", "GB300", "MI250X", "MI325X", "MI355X"],
+    # Cards with no citable CUDA / HIP reading found (B300, GB200, GB300): refused rather than
+    # given an invented figure. An nvidia-smi total alone is not CUDA's (see
+    # test_h20_reading_is_torchs_not_nvidia_smis). A bare "MI250" stays refused: the reading
+    # names an MI250X (see test_amd_instinct_readings).
+    ["B300", "GB200", "GB300", "MI250"],
 )
 def test_cards_without_a_cited_reading_are_refused(name: str) -> None:
     with pytest.raises(InputError, match="unknown GPU") as info:
@@ -360,3 +361,43 @@ def test_h20_reading_is_torchs_not_nvidia_smis() -> None:
     assert resolve_gpu("H20").total_bytes == 97285 * 2**20 < 97871 * 2**20
     assert resolve_gpu("H100").total_bytes < 81559 * 2**20
     assert resolve_gpu("H100-PCIe") is not resolve_gpu("H100")
+
+
+@pytest.mark.parametrize(
+    ("name", "total_bytes", "gib"),
+    [
+        # torch's HIP OOM "HIP out of memory. Tried to allocate 13.54 GiB. GPU 0 has a total
+        # capacity of 255.98 GiB of which 12.74 GiB is free." under "Hardware: AMD MI325X × 8
+        # (255.98 GiB HBM each)" (https://github.com/vllm-project/vllm/issues/41962).
+        ("MI325X", None, 255.98),
+        ("instinct mi325x", None, 255.98),
+        # vLLM's start-up refusal "Free memory on device cuda:N (272.0-272.4/287.98 GiB) on
+        # startup is less than desired GPU memory utilization" on "mi355x-amds nodes"
+        # (https://github.com/SemiAnalysisAI/InferenceX/blob/
+        # 462f8ed735d9f3ab9a98a896a553c6e41cee410f/benchmarks/single_node/agentic/
+        # kimik3_fp4_mi355x_mtp.sh): the total after the slash is torch.cuda.mem_get_info's.
+        ("MI355X", None, 287.98),
+        # torch.cuda.get_device_properties(0) on LUMI: "_CudaDeviceProperties(name='AMD
+        # Instinct MI250X', major=9, minor=0, gcnArchName='gfx90a:sramecc+:xnack-',
+        # total_memory=65520MB, multi_processor_count=110)" (https://github.com/Jozefov/MyPyLUMI/
+        # blob/ec33cba49c92587699397ee1db89325d03229f45/notes.md): one GCD, MiB rounded down,
+        # 65520 × 1,048,576 = 68,702,699,520 B = 63.98 GiB.
+        ("MI250X", 68_702_699_520, 63.98),
+        ("MI250X-GCD", 68_702_699_520, 63.98),
+    ],
+)
+def test_amd_instinct_readings(name: str, total_bytes: int | None, gib: float) -> None:
+    gpu = resolve_gpu(name)
+    assert round(gpu.total_gib, 2) == gib
+    if total_bytes is not None:
+        assert gpu.total_bytes == total_bytes
+    assert "https://" in gpu.source and not gpu.unified
+
+
+def test_amd_instinct_readings_are_below_their_marketed_size() -> None:
+    # The readings sit just under the marketed size read as GiB: 255.98 of a "256 GB" MI325X,
+    # 287.98 of a "288 GB" MI355X; an MI250X GCD's 65520 MiB is 16 MiB short of 64 GiB.
+    assert resolve_gpu("MI325X").total_bytes < 256 * GIB
+    assert resolve_gpu("MI355X").total_bytes < 288 * GIB
+    assert 64 * GIB - resolve_gpu("MI250X").total_bytes == 16 * 2**20
+    assert resolve_gpu("MI300X") is not resolve_gpu("MI325X")
