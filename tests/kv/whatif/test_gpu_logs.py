@@ -31,6 +31,8 @@ _READERS: dict[str, tuple[str, ...]] = {
     "total_gib": (
         rf"total_gpu_memory={_FLOAT}GiB",
         rf"total_gpu_memory \({_FLOAT}GiB\)",
+        # V1 from 0.10.2 (v1/worker/gpu_worker.py): "Free memory on device (free/total GiB)".
+        rf"Free memory on device \({_FLOAT}/{_FLOAT} GiB\)",
     ),
     "gpu_memory_utilization": (
         rf"gpu_memory_utilization={_FLOAT}",
@@ -74,11 +76,22 @@ _BREAKDOWN: dict[str, str] = {
 }
 
 
+#: V1's line for a multimodal model (vLLM 0.20.0 vllm/v1/worker/gpu_model_runner.py
+#: ``profile_run``; the same words from 0.10): the encoder cache budget and the dummy batch
+#: the vision (or video / audio) encoder is profiled with before the KV cache is sized.
+_ENCODER = re.compile(
+    r"Encoder cache will be initialized with a budget of (\d+) tokens, "
+    r"and profiled with (\d+) (\w+) items of the maximum feature size"
+)
+#: The case keys the encoder line gives, in the order of its groups.
+_ENCODER_KEYS = ("encoder_budget_tokens", "encoder_items", "encoder_modality")
+
+
 def _read(text: str, patterns: tuple[str, ...] | str) -> float | None:
     for pattern in (patterns,) if isinstance(patterns, str) else patterns:
         found = re.search(pattern, text)
         if found:
-            return float(found.group(1))
+            return float(found.group(found.lastindex or 1))
     return None
 
 
@@ -118,6 +131,14 @@ def test_each_excerpt_agrees_with_its_entry(case: dict[str, Any]) -> None:
         budget = re.search(_PRINTED_IF_SET["max_num_batched_tokens"], text)
         assert budget, "the default budget is printed"
         assert case["max_num_seqs"] == _SERVE_BATCH_DEFAULTS[int(budget.group(1))]
+    lines = {found.groups() for found in _ENCODER.finditer(text)}
+    assert len(lines) <= 1, "every rank prints the same encoder line"
+    for found_line in lines:
+        budget, items, modality = found_line
+        assert (int(budget), int(items), modality) == tuple(case[k] for k in _ENCODER_KEYS)
+        assert case.get("skip_reason"), "the encoder profile is not modelled yet"
+    if not lines:
+        assert not any(key in case for key in _ENCODER_KEYS), "no encoder line in the excerpt"
     if case.get("config"):
         assert (HERE / "configs" / case["config"]).is_file()
     else:
