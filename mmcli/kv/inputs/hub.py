@@ -75,6 +75,14 @@ def download_config(repo: str, revision: str | None) -> HubFile:
     return _download(repo, "config.json", revision)
 
 
+def download_optional(repo: str, filename: str, revision: str | None) -> Path | None:
+    """``filename`` of ``repo`` through the cache, or None where the repo has no such file."""
+    try:
+        return _download(repo, filename, revision).path
+    except _Missing:
+        return None
+
+
 def hub_weights(repo: str, revision: str | None) -> HubWeights:
     """The weights' bytes of ``repo``: its index's ``total_size``, else the single file's header."""
     from mmcli.kv.inputs.checkpoint import index_total

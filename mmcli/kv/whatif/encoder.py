@@ -44,6 +44,8 @@ ENCODER_KEYS: Final = (
 )
 #: Top-level keys that give an item's token count (Gemma 3's ``mm_tokens_per_image``).
 ITEM_KEYS: Final = ("mm_tokens_per_image",)
+#: The image processor's settings file of a model folder or Hub repo.
+PROCESSOR_FILE: Final = "preprocessor_config.json"
 #: Bytes of one pixel value as the processors return them (float32).
 PIXEL_BYTES: Final = 4
 SOURCE: Final = (
@@ -204,19 +206,19 @@ def parse_kwargs(value: Any, flag: str = "--mm-processor-kwargs") -> dict[str, A
 def mm_settings(
     doc: dict[str, Any],
     max_model_len: Callable[[], int | None],
-    folder: Path | None,
+    processor_path: Callable[[], Path | None],
     limits: Any = None,
     kwargs: Any = None,
 ) -> MmSettings:
     """The encoder profile's settings for a plan: the requests' limits and processor kwargs,
-    the ``max_model_len`` vLLM runs with, and the model folder's ``preprocessor_config.json``
-    (a text-only config needs none of them)."""
+    the ``max_model_len`` vLLM runs with, and the model's ``preprocessor_config.json`` (from
+    its folder or Hub repo, where it has one); a text-only config needs none of them."""
     import json
 
     if not encoder_sections(doc):
         return MmSettings()
     processor = None
-    path = None if folder is None else folder / "preprocessor_config.json"
+    path = processor_path()
     if path is not None and path.is_file():
         try:
             loaded = json.loads(path.read_text())

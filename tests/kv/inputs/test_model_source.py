@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[3]
 LLAMA70 = ROOT / "tests/kv/realworld/configs/meta-llama--Llama-3.3-70B-Instruct_config.json"
 LLAMA70_BYTES = 141_107_412_992
 INDEX = "model.safetensors.index.json"
+PROCESSOR = "preprocessor_config.json"
 
 
 def _index(total: int) -> bytes:
@@ -295,3 +296,35 @@ def test_a_malformed_file_list_is_bad_input(
     error, hint = refused(mmcli(hub, tmp_path, "plan", "acme/listing", "--gpu", "H100"))
     assert "the file list of acme/listing" in error and "malformed" in error
     assert "HF_ENDPOINT" in hint
+
+
+def test_a_repo_ids_processor_sizes_the_encoder_profile(tmp_path: Path) -> None:
+    """A multimodal repo's preprocessor_config.json is fetched beside its config: its
+    max_pixels sizes Qwen2.5-VL's dummy image (16,384 tokens; at max_model_len 32,768 the video
+    of four frames, 32,768 tokens, vLLM 0.20.0 qwen2_vl.py). Without the file the encoder
+    profile is named, not estimated, and a note says which setting is missing. Files:
+    tests/kv/whatif/models/qwen2_5_vl_7b (PROVENANCE.md there)."""
+    folder = ROOT / "tests/kv/whatif/models/qwen2_5_vl_7b"
+    config = (folder / "config.json").read_bytes()
+    hub = Hub()
+    hub.add(
+        "qwen/vl",
+        {"config.json": config, "preprocessor_config.json": (folder / PROCESSOR).read_bytes()},
+    )
+    hub.add("qwen/vl-bare", {"config.json": config})
+    args = ("--gpu", "H100", "--weights", "15.6GiB", "--vllm-version", "0.20")
+    args += ("--max-model-len", "32768", "--format", "json")
+    with Serving(hub):
+        full = plan_json(mmcli(hub, tmp_path, "plan", "qwen/vl", *args))
+        bare = plan_json(mmcli(hub, tmp_path, "plan", "qwen/vl-bare", *args))
+
+    def encoder(doc: dict[str, Any]) -> dict[str, Any]:
+        parts = doc["memory_estimate"]["components"]
+        (part,) = [p for p in parts if p["name"] == "encoder profile"]
+        return dict(part)
+
+    got = encoder(full)
+    assert got["bytes"] > 0 and got["inputs"]["modality"] == "video"
+    assert got["inputs"]["tokens_per_item"] == 32768
+    assert encoder(bare)["bytes"] is None
+    assert any("max_pixels is not known" in n for n in bare["memory_estimate"]["notes"])
