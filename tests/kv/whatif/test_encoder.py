@@ -270,3 +270,45 @@ def test_a_text_only_config_has_no_encoder_profile() -> None:
     )
     assert got == (None, None)
     assert "encoder profile" not in [p.name for p in _estimate(TEXT_ONLY).components]
+
+
+#: The published logs whose model's family is mirrored (tests/kv/gpu_logs/cases.json), by the
+#: model_type of the architecture the log serves.
+_LOGGED_FAMILIES = {
+    "Qwen/Qwen2.5-VL-32B-Instruct": "qwen2_5_vl",
+    "Qwen/Qwen2-VL-2B-Instruct": "qwen2_vl",
+}
+
+
+@pytest.mark.parametrize("model", sorted(_LOGGED_FAMILIES))
+def test_the_dummy_batch_is_the_one_the_log_names(model: str) -> None:
+    """Each log's "Encoder cache will be initialized with a budget of N tokens, and profiled
+    with K <modality> items" line, against the dummy batch derived for its release, lengths
+    and batch limits. The token counts need only the processor's max_pixels (the published
+    12,845,056 of the Qwen2-VL / Qwen2.5-VL processors, tests/kv/whatif/models) and the
+    patch / merge / temporal sizes (14 / 2 / 2, both families' vision configs); the tower's
+    other figures do not enter them (the 7B's stand in)."""
+    import json
+    from pathlib import Path
+
+    from mmcli.kv.whatif.mm_dummy import dummy_batch
+
+    cases = json.loads(Path("tests/kv/gpu_logs/cases.json").read_text())["cases"]
+    (case,) = [c for c in cases if c["model"] == model]
+    folder = Path(QWEN25VL)
+    doc = json.loads((folder / "config.json").read_text())
+    doc["model_type"] = _LOGGED_FAMILIES[model]
+    if doc["model_type"] == "qwen2_vl":
+        doc["vision_config"] |= {"embed_dim": 1280, "mlp_ratio": 4}
+    batch = dummy_batch(
+        doc,
+        rules_for(".".join(case["release"].split(".")[:3])),
+        max_model_len=case["max_model_len"],
+        max_num_batched_tokens=case["max_num_batched_tokens"],
+        max_num_seqs=case["max_num_seqs"],
+        limits=case.get("limit_mm_per_prompt"),
+        processor=json.loads((folder / "preprocessor_config.json").read_text()),
+    )
+    assert batch is not None
+    logged = (case["encoder_budget_tokens"], case["encoder_items"], case["encoder_modality"])
+    assert (batch.budget, batch.items, batch.modality) == logged
