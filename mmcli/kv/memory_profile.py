@@ -13,10 +13,15 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from mmcli.kv.explain.profiler_lines import MemoryProfile
     from mmcli.kv.explain.report import Explanation
     from mmcli.kv.explain.vllm_log import VllmLog
+    from mmcli.kv.inputs.model_source import ModelSource
     from mmcli.kv.model import ModelConfig
     from mmcli.kv.releases import EngineRules
+    from mmcli.kv.whatif.components import Geometry
 
 GIB: Final = 2**30
 
@@ -64,7 +69,11 @@ def _gib(value: int) -> float:
 
 
 def compare_memory(
-    log: VllmLog, doc: dict[str, Any], rules: EngineRules, gpu: str | None
+    log: VllmLog,
+    doc: dict[str, Any],
+    rules: EngineRules,
+    gpu: str | None,
+    processor: Path | None = None,
 ) -> MemoryComparison | None:
     """The memory section of ``log`` (None when it prints no profiler figure)."""
     from mmcli.kv.whatif import components as c
@@ -110,11 +119,13 @@ def compare_memory(
     tokens = log.int_arg("max_num_batched_tokens")
     seqs = log.int_arg("max_num_seqs")
     if total is not None:
+        # The named GPU where given: its defaults know the cards that get the smaller batch.
+        device = resolve_gpu(gpu) if gpu is not None else total
         if tokens is None:
-            tokens = default_max_num_batched_tokens(total, rules=rules)
+            tokens = default_max_num_batched_tokens(device, rules=rules)
             inputs["max_num_batched_tokens"] = (tokens, "the GPU's default")
         if seqs is None:
-            seqs = default_max_num_seqs(total, rules=rules)
+            seqs = default_max_num_seqs(device, rules=rules)
             inputs["max_num_seqs"] = (seqs, "the GPU's default")
     for key, value in (("max_num_batched_tokens", tokens), ("max_num_seqs", seqs)):
         if value is not None and key not in inputs:
@@ -129,6 +140,11 @@ def compare_memory(
     )
     non_torch = _gib(c.non_torch(tp).bytes)
     runner = default_runner(doc or {}, rules)
+    notes: list[str] = []
+    encoder = None
+    if geo is not None and tokens is not None and seqs is not None:
+        peak = c.activation_peak(geo, tokens, seqs, tp).bytes
+        encoder = _encoder(log, doc, rules, runner, (tokens, seqs, tp), geo, peak, processor, notes)
     inputs["model_runner"] = (runner, "the release's default for the config")
     graphs = (
         _gib(
@@ -141,7 +157,7 @@ def compare_memory(
     )
     kv = None
     if total is not None and p.weights_gib is not None and activation is not None:
-        held = p.weights_gib + activation + non_torch + (graphs or 0.0)
+        held = p.weights_gib + activation + (encoder or 0.0) + non_torch + (graphs or 0.0)
         kv = round(total * utilization / GIB - held, 2)
     graph_logged, graph_from = p.cudagraph_estimate_gib, "Estimated CUDA graph memory"
     if graph_logged is None and p.graph_capture_gib is not None:
@@ -152,11 +168,11 @@ def compare_memory(
     kv_logged = log.min_available_gib
     rows = [
         MemoryRow("activation peak", p.activation_gib(), activation, activation_from),
+        *_encoder_row(p, encoder, doc),
         MemoryRow("non-torch memory", p.non_torch_gib, non_torch, "non-torch"),
         MemoryRow("CUDA graphs", graph_logged, graphs, graph_from if graph_logged else ""),
         MemoryRow("KV cache", kv_logged, kv, "Available KV cache memory"),
     ]
-    notes = []
     if p.graph_capture_gib is not None and p.cudagraph_estimate_gib is not None:
         notes.append(
             f"the graphs took {p.graph_capture_gib:.2f} GiB when captured (after the KV cache "
@@ -175,6 +191,65 @@ def compare_memory(
     return MemoryComparison(rows, inputs, missing, notes)
 
 
+def _encoder(
+    log: VllmLog,
+    doc: dict[str, Any],
+    rules: EngineRules,
+    runner: str,
+    batch: tuple[int, int, int],
+    geo: Geometry,
+    text_peak: int,
+    processor: Path | None,
+    notes: list[str],
+) -> float | None:
+    """The encoder profile's estimate on the log's settings (None: no encoder, or not
+    estimated), with a note setting the log's dummy batch beside mmcli's."""
+    from mmcli.errors import InputError
+    from mmcli.kv.whatif.budget import Profile, encoder_parts
+    from mmcli.kv.whatif.encoder import encoder_sections, mm_settings
+
+    if not encoder_sections(doc):
+        return None
+    try:
+        settings = mm_settings(
+            doc,
+            lambda: log.max_model_len,
+            lambda: processor,
+            log.dict_args.get("limit_mm_per_prompt"),
+            log.dict_args.get("mm_processor_kwargs"),
+        )
+    except InputError as err:
+        notes.append(f"the encoder profile is not estimated: the log's {err.message}")
+        return None
+    skipped = log.args.get("skip_mm_profiling") is True or bool(log.profile.encoder_skipped)
+    profile = Profile(doc, batch[0], batch[1], skip_mm_profiling=skipped, mm=settings)
+    parts = encoder_parts(profile, rules, runner, batch, geo, text_peak, notes)
+    part = parts[0] if parts else None
+    if part is None or not part.estimated:
+        return None
+    p, got = log.profile, part.inputs
+    if p.encoder_items is not None:
+        ours = (got["encoder_budget"], got["items"], got["modality"])
+        same = ours == (p.encoder_budget_tokens, p.encoder_items, p.encoder_modality)
+        notes.append(
+            f"the log's encoder cache line: a budget of {p.encoder_budget_tokens:,} tokens, "
+            f"{p.encoder_items} {p.encoder_modality} items; mmcli's dummy batch: "
+            f"{ours[0]:,} tokens, {ours[1]} {ours[2]} items"
+            + (" (the same)" if same else " (they differ: the encoder estimate is off)")
+        )
+    return _gib(part.bytes)
+
+
+def _encoder_row(p: MemoryProfile, estimate: float | None, doc: dict[str, Any]) -> list[MemoryRow]:
+    """The encoder profile's row, for a multimodal config or a log that names the batch."""
+    from mmcli.kv.whatif.encoder import encoder_sections
+
+    if not encoder_sections(doc) and p.encoder_items is None:
+        return []
+    named = "not printed apart" if p.encoder_items is not None else ""
+    return [MemoryRow("encoder profile", None, estimate, named)]
+
+
 def explain_vllm_log(
     config: ModelConfig,
     log: VllmLog,
@@ -182,14 +257,22 @@ def explain_vllm_log(
     vllm_version: str | None = None,
     doc: dict[str, Any] | None = None,
     gpu: str | None = None,
+    source: ModelSource | None = None,
 ) -> Explanation:
     """:func:`mmcli.kv.explain.report.explain_log` with the memory section: ``doc`` (the
-    config's document) and ``gpu`` (when the log does not print the GPU's total) feed its
-    estimate, on the rules the explanation planned with."""
+    config's document), ``gpu`` (when the log does not print the GPU's total) and
+    ``source`` (where the model's ``preprocessor_config.json`` is) feed its estimate, on the
+    rules the explanation planned with."""
     from mmcli.kv.explain.report import explain_log
     from mmcli.kv.releases import rules_for
 
     explanation = explain_log(config, log, vllm_version=vllm_version)
     rules = rules_for(explanation.options.vllm_version)
-    explanation.memory = compare_memory(log, doc or {}, rules, gpu)
+    from mmcli.kv.whatif.encoder import PROCESSOR_FILE, encoder_sections
+
+    doc = doc or {}
+    processor = None
+    if source is not None and encoder_sections(doc):
+        processor = source.side_file(PROCESSOR_FILE)
+    explanation.memory = compare_memory(log, doc, rules, gpu, processor)
     return explanation

@@ -22,8 +22,6 @@ from mmcli.errors import EXIT_FINDINGS, EXIT_OK, InputError
 from mmcli.kv.request import PlanRequest
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from mmcli.kv.aliasing import AliasingReport
     from mmcli.kv.figures import EngineFigures
     from mmcli.kv.inputs.model_source import ModelSource
@@ -157,19 +155,6 @@ def _max_len(request: PlanRequest, model: ModelConfig) -> int | None:
         return None
 
 
-def _processor_path(source: ModelSource) -> Path | None:
-    """The model's ``preprocessor_config.json``: fetched with a Hub repo's config, beside a
-    model folder's; None for a config file, or where the model has none."""
-    from mmcli.kv.whatif.encoder import PROCESSOR_FILE
-
-    if source.kind == "hub" and source.repo is not None:
-        from mmcli.kv.inputs.hub import download_optional
-
-        return download_optional(source.repo, PROCESSOR_FILE, source.commit or source.revision)
-    path = None if source.folder is None else source.folder / PROCESSOR_FILE
-    return path if path is not None and path.is_file() else None
-
-
 def plan_run(request: PlanRequest, *, inputs_read: Callable[[], None] | None = None) -> PlanRun:
     """Plan ``request`` (see the module docstring). ``inputs_read`` is called once every input
     (the config, the map, the weights) has been read, before any planning: where a caller
@@ -177,7 +162,7 @@ def plan_run(request: PlanRequest, *, inputs_read: Callable[[], None] | None = N
     from mmcli.kv.inputs.layer_config import load_document
     from mmcli.kv.inputs.model_source import resolve_model
     from mmcli.kv.whatif.budget import Profile, gpu_budget
-    from mmcli.kv.whatif.encoder import mm_settings
+    from mmcli.kv.whatif.encoder import PROCESSOR_FILE, mm_settings
 
     got = request.resolved
     source = resolve_model(request.model, request.revision)
@@ -190,7 +175,7 @@ def plan_run(request: PlanRequest, *, inputs_read: Callable[[], None] | None = N
     mm = mm_settings(
         doc,
         lambda: _max_len(request, model),
-        lambda: _processor_path(source),
+        lambda: source.side_file(PROCESSOR_FILE),
         request.limit_mm_per_prompt,
         request.mm_processor_kwargs,
     )

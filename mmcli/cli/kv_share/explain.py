@@ -107,7 +107,9 @@ def explain(
         raise typer.Exit(engine_code)
     log = vllm_log_of(head, truncated, str(log_path))
     model, doc = load_document(source.config)
-    result = explain_vllm_log(model, log, vllm_version=vllm_version, doc=doc, gpu=gpu)
+    result = explain_vllm_log(
+        model, log, vllm_version=vllm_version, doc=doc, gpu=gpu, source=source
+    )
     exit_code = EXIT_OK if result.matches else EXIT_FINDINGS
     if output_format is OutputFormat.json:
         emit_json(result.to_json(exit_code=exit_code))

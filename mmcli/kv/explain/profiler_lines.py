@@ -11,6 +11,9 @@ The wordings read, each release's own (the tests cite file and release):
 * V1's profiling result (at DEBUG): "Memory profiling takes N seconds. Total non KV cache
   memory: …; torch peak memory increase: …; non-torch forward increase memory: …" (or, later,
   "total consumed (from mem_get_info): …"), and "Requested memory: U (util), X GiB";
+* the encoder profile's dummy batch, "Encoder cache will be initialized with a budget of N
+  tokens, and profiled with K <modality> items of the maximum feature size." (V1, 0.10.0 –
+  0.34.0), or "Skipping memory profiling for multimodal encoder and encoder cache.";
 * "Estimated CUDA graph memory: X GiB total", "Graph capturing finished in N secs, took X GiB",
   and the extensible KV cache's "Memory after warmup: X GiB free, X GiB committed to the KV
   cache, X GiB kept for transient activations".
@@ -45,6 +48,11 @@ _V0_RESULTS = "Memory profiling results:"
 _V0_ITEM = re.compile(rf"\b(\w{{1,40}})={FLOAT}(?:GiB)?\b")
 _GRAPH_ESTIMATE = re.compile(rf"Estimated CUDA graph memory: {FLOAT} ?GiB total")
 _GRAPH_TOOK = re.compile(rf"Graph capturing finished in {FLOAT} secs, took {FLOAT} ?GiB")
+_ENCODER = re.compile(
+    r"Encoder cache will be initialized with a budget of (\d{1,12}) tokens, and profiled with "
+    r"(\d{1,9}) (\w{1,20}) items"
+)
+_ENCODER_SKIPPED = "Skipping memory profiling for multimodal encoder"
 _WARMUP = re.compile(
     rf"Memory after warmup: {FLOAT} GiB free, {FLOAT} GiB committed to the KV cache, "
     rf"{FLOAT} GiB kept for transient activations"
@@ -77,6 +85,12 @@ class MemoryProfile:
     warmup_free_gib: float | None = None
     warmup_committed_gib: float | None = None
     warmup_transient_gib: float | None = None
+    #: The encoder profile's dummy batch: its budget in tokens, items and modality.
+    encoder_budget_tokens: int | None = None
+    encoder_items: int | None = None
+    encoder_modality: str | None = None
+    #: The profile run left the multimodal encoder out (``--skip-mm-profiling``).
+    encoder_skipped: bool | None = None
 
     def any(self) -> bool:
         return any(v is not None for v in asdict(self).values())
@@ -173,6 +187,14 @@ def _parse_budget(line: str, profile: MemoryProfile) -> bool:
         return True
     if m := _GRAPH_ESTIMATE.search(line):
         _first(profile, "cudagraph_estimate_gib", m[1])
+        return True
+    if m := _ENCODER.search(line):
+        if profile.encoder_items is None:
+            profile.encoder_budget_tokens, profile.encoder_items = int(m[1]), int(m[2])
+            profile.encoder_modality = m[3]
+        return True
+    if _ENCODER_SKIPPED in line:
+        profile.encoder_skipped = True
         return True
     if m := _WARMUP.search(line):
         _first(profile, "warmup_free_gib", m[1])

@@ -86,7 +86,10 @@ ARG_KEYS: Final = (
     "dtype",
     "calculate_kv_scales",
     "enforce_eager",
+    "skip_mm_profiling",
 )
+#: Engine arguments printed as a dict in the non-default-args line (read with their braces).
+DICT_ARG_KEYS: Final = ("limit_mm_per_prompt", "mm_processor_kwargs")
 #: The engine config line's names for some of them.
 _CONFIG_NAMES: Final = {"max_seq_len": "max_model_len"}
 
@@ -130,6 +133,8 @@ class VllmLog:
     padding_layers: int | None = None
     auto_fit: tuple[int, int] | None = None
     refusal: Refusal | None = None
+    #: The dict-valued arguments (:data:`DICT_ARG_KEYS`) the non-default-args line gives.
+    dict_args: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: The memory profiler's figures (:mod:`mmcli.kv.explain.profiler_lines`).
     profile: MemoryProfile = field(default_factory=MemoryProfile)
     bytes_read: int = 0
@@ -227,6 +232,21 @@ def _args_from(items: list[tuple[str, str]], args: dict[str, Value], *, override
     return found
 
 
+def _dict_args(inner: str, into: dict[str, dict[str, Any]]) -> None:
+    """The dict-valued arguments of a non-default-args line (one level of nesting: vLLM's
+    ``{'image': {'count': 1}}`` forms), read as Python literals."""
+    import ast
+
+    for key in DICT_ARG_KEYS:
+        if m := re.search(rf"'{key}': (\{{(?:[^{{}}]|\{{[^{{}}]*\}}){{0,2000}}\}})", inner):
+            try:
+                value = ast.literal_eval(m[1])
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
+                continue
+            if isinstance(value, dict):
+                into[key] = value
+
+
 def parse_vllm_log(text: str, name: str = "the log") -> VllmLog:
     """Everything :class:`VllmLog` holds that the text says; the first report wins.
 
@@ -283,6 +303,7 @@ def _parse_figures(line: str, log: VllmLog) -> bool:
     if (start := line.find(_NON_DEFAULT)) >= 0 and (end := line.rfind("}")) > start:
         # What the user passed: it wins over derived lines.
         inner = line[start + len(_NON_DEFAULT) : end]
+        _dict_args(inner, log.dict_args)
         return _args_from(_DICT_ITEM.findall(inner), log.args, override=True)
     if m := _ENGINE_CONFIG.search(line):
         used = _args_from(_CONFIG_ITEM.findall(m[1]), log.args, override=False)

@@ -39,6 +39,17 @@ class ModelSource:
             return f"{printable(str(self.folder))} (config.json, local folder)"
         return printable(str(self.config))
 
+    def side_file(self, name: str) -> Path | None:
+        """A file of the model beside its config (``preprocessor_config.json``): fetched with a
+        Hub repo's config, read from a model folder; None for a config file, or where the
+        model has none."""
+        if self.kind == "hub" and self.repo is not None:
+            from mmcli.kv.inputs.hub import download_optional
+
+            return download_optional(self.repo, name, self.commit or self.revision)
+        path = None if self.folder is None else self.folder / name
+        return path if path is not None and path.is_file() else None
+
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"kind": self.kind, "config": str(self.config)}
         if self.folder is not None:

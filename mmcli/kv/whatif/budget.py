@@ -155,12 +155,12 @@ def _components(
             f"{next(iter(geo.class_defaults.values()))} defaults, as vLLM reads the config"
         )
     peak = c.activation_peak(geo, tokens, seqs, tp)
-    encoder = _encoder(profile, rules, runner, (tokens, seqs, tp), geo, peak.bytes, notes)
+    encoder = encoder_parts(profile, rules, runner, (tokens, seqs, tp), geo, peak.bytes, notes)
     parts = (peak, *encoder, c.non_torch(tp), graphs)
     return parts, tuple(notes), peak.bytes + sum(e.bytes for e in encoder)
 
 
-def _encoder(
+def encoder_parts(
     profile: Profile,
     rules: EngineRules,
     runner: str,

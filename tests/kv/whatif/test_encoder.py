@@ -228,7 +228,7 @@ def test_families_not_mirrored_are_named() -> None:
 def test_model_runner_v2_before_it_profiles_the_encoder() -> None:
     """vLLM 0.22.0 v1/worker/gpu/model_runner.py profile_run runs the text forward only; the
     encoder profile enters V2 with ``profile_encoder_cache`` in 0.29."""
-    from mmcli.kv.whatif.budget import Profile, _encoder
+    from mmcli.kv.whatif.budget import Profile, encoder_parts
     from mmcli.kv.whatif.components import geometry
     from mmcli.kv.whatif.encoder import MmSettings as Settings
 
@@ -241,10 +241,10 @@ def test_model_runner_v2_before_it_profiles_the_encoder() -> None:
     assert geo is not None
     notes: list[str] = []
     profile = Profile(config, mm=Settings(131072))
-    got = _encoder(profile, rules_for("0.25"), "v2", (8192, 1024, 1), geo, 0, notes)
+    got = encoder_parts(profile, rules_for("0.25"), "v2", (8192, 1024, 1), geo, 0, notes)
     assert got == () and "does not profile the multimodal encoder" in notes[0]
     notes.clear()
-    assert _encoder(profile, rules_for("0.29"), "v2", (8192, 1024, 1), geo, 0, notes)
+    assert encoder_parts(profile, rules_for("0.29"), "v2", (8192, 1024, 1), geo, 0, notes)
 
 
 def test_the_flag_is_refused_before_its_release() -> None:
