@@ -79,6 +79,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "qwen_vl_image": "square",
             "mm_tie_later_name": False,
             "v2_encoder_profile": False,
+            "qwen_vl_vision_stage": "rotary-each-fp32",
         },
     ),
     (
@@ -100,10 +101,19 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "dsa_auto_ds_mla": True,
             "dsa_fp8_hook": True,
             "qwen_vl_video": "seq-14",
+            "qwen_vl_vision_stage": "rotary-cat-fp32",
         },
     ),
-    ("0.11.1", {"dsa_auto_ds_mla": False}),
-    ("0.12", {"group_threshold": 1.25, "state_prefix_caching": "supported", "dotted_o_cc": True}),
+    ("0.11.1", {"dsa_auto_ds_mla": False, "qwen_vl_vision_stage": "rotary-reshape-fp32"}),
+    (
+        "0.12",
+        {
+            "group_threshold": 1.25,
+            "state_prefix_caching": "supported",
+            "dotted_o_cc": True,
+            "qwen_vl_vision_stage": "envelope",
+        },
+    ),
     ("0.13", {"max_len_tera": True, "dotted_o_cc": False}),
     (
         "0.14",

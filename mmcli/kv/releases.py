@@ -210,6 +210,11 @@ class EngineRules:
     mm_tie_later_name: bool
     #: Model Runner V2 profiles the multimodal encoder (``profile_encoder_cache``, from 0.29).
     v2_encoder_profile: bool
+    #: Qwen2.5-VL's vision block's peak a patch (qwen2_5_vl.py ``Qwen2_5_VisionAttention``):
+    #: q and k rotated one by one in float32 (``"rotary-each-fp32"``, 0.10), their cat
+    #: (``"rotary-cat-fp32"``, 0.11) or a rearranged copy (``"rotary-reshape-fp32"``, 0.11.1)
+    #: rotated in float32; ``"envelope"`` (0.12, not tallied): the generic per-patch envelope.
+    qwen_vl_vision_stage: str
 
 
 #: The rules that matter only with pipeline stages (``--pipeline-parallel-size`` > 1).
@@ -232,7 +237,7 @@ CLI_FIELDS: Final = frozenset({"max_len_tera", "max_len_auto", "dotted_o_cc"})
 #: KV memory.
 ENCODER_FIELDS: Final = frozenset(
     {"mm_items_per_prompt", "qwen_vl_video", "qwen_vl_image", "mm_tie_later_name",
-     "v2_encoder_profile"}
+     "v2_encoder_profile", "qwen_vl_vision_stage"}
 )  # fmt: skip
 
 _VERSION = re.compile(r"^v?(\d{1,4})\.(\d{1,4})(?:\.(\d{1,4}))?(?:[.+-]?[0-9A-Za-z.+-]*)?$")

@@ -160,6 +160,7 @@ FIELD_WORDS: dict[str, str] = {
     "qwen_vl_image": r"Qwen2-VL's dummy image",
     "mm_tie_later_name": r"tied modalities",
     "v2_encoder_profile": r"V2 runner profiles the multimodal encoder",
+    "qwen_vl_vision_stage": r"Qwen2.5-VL's vision block",
 }
 
 

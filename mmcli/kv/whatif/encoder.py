@@ -110,7 +110,11 @@ def encoder_profile(
     patches = batch.items * batch.patches
     wide = (3 if tower.gated else 2) * tower.intermediate
     pixels = patches * tower.pixels_per_patch * PIXEL_BYTES
-    forward = pixels + patches * (2 * tower.hidden + (3 * tower.hidden + wide) // tp) * d
+    per_patch = (2 * tower.hidden + (3 * tower.hidden + wide) // tp) * d
+    stage = rules.qwen_vl_vision_stage if doc.get("model_type") == "qwen2_5_vl" else "envelope"
+    if stage != "envelope":
+        per_patch = vision_peak(stage, tower.hidden, tower.intermediate, tp, d)
+    forward = pixels + patches * per_patch
     outputs = batch.items * batch.tokens * tower.out_hidden * d
     inputs = {
         "modality": batch.modality,
@@ -126,6 +130,7 @@ def encoder_profile(
         "encoder_hidden_size": tower.hidden,
         "encoder_intermediate_size": tower.intermediate,
         "encoder_mlp_gated": tower.gated,
+        "encoder_forward_rule": stage,
         "pixel_values_bytes": pixels,
         "forward_bytes": forward,
         "outputs_bytes": outputs,
@@ -133,6 +138,39 @@ def encoder_profile(
     }
     size = max(forward - text_peak, outputs)
     return Component("encoder profile", size, inputs, SOURCE), None
+
+
+#: Qwen2.5-VL's vision attention stage by release rule (``qwen_vl_vision_stage``): the tensors
+#: live a patch at its peak (the rotary call), in hidden-size units: (whole, in the model dtype;
+#: per rank, in the model dtype; per rank, float32; whether tp > 1 gathers the whole qkv).
+#: Whole in every variant: the block's input (the encoder loop holds it) and its normed copy
+#: (``nn.Module._call_impl``'s ``*args`` holds a module's input through its forward).
+VISION_STAGES: Final[dict[str, tuple[int, int, int, bool]]] = {
+    # qkv output 3, contiguous q/k/v copies 3 less q's freed when rebound, q rotated 1,
+    # k's type_as result 1; k's float32 copy and the kernel's float32 output 1 + 1.
+    "rotary-each-fp32": (2, 7, 2, True),
+    # qkv output 3, contiguous q/k/v copies 3, cat([q, k]) 2, its type_as result 2; the
+    # float32 copy of the cat and the kernel's float32 output 2 + 2.
+    "rotary-cat-fp32": (2, 10, 4, True),
+    # qkv output 3, the rearranged (copied) q/k 2, its type_as result 2; float32 2 + 2.
+    "rotary-reshape-fp32": (2, 7, 4, False),
+}
+
+
+def vision_peak(stage: str, hidden: int, intermediate: int, tp: int, d: int) -> int:
+    """Bytes a patch holds at the peak of a Qwen2.5-VL vision block under release rule
+    ``stage``: the larger of the attention stage (:data:`VISION_STAGES`) and the MLP stage
+    (the block's input, normed in place by the fused residual RMSNorm, the residual and the
+    MLP's output whole; gate/up and its product per rank)."""
+    whole, rank, fp32, gathers = VISION_STAGES[stage]
+    attention = whole * hidden * d + (rank * hidden * d + fp32 * hidden * 4) // tp
+    stages = [attention, 3 * hidden * d + 3 * intermediate * d // tp]
+    if gathers and tp > 1:
+        # The gathered qkv (3 hidden) stays live through the views q/k/v are cut from; while
+        # it is built, the gathered list and their cat (3 + 3) sit beside the rank's qkv.
+        stages[0] += 3 * hidden * d
+        stages.append((whole + 6) * hidden * d + 3 * hidden * d // tp)
+    return max(stages)
 
 
 def _named(doc: dict[str, Any], max_num_batched_tokens: int) -> Component:

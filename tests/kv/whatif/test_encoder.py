@@ -175,9 +175,12 @@ def test_qwen25_vl_dummy_item(version: str, length: int, expected: tuple[Any, ..
         expected[2],
         expected[3],
     )
-    # 1,176 float32 pixel values a patch (3 × 2 × 14²); gated SiLU MLP (3 × 3420 wide).
+    # 1,176 float32 pixel values a patch (3 × 2 × 14²). From 0.12 the generic envelope
+    # (gated SiLU MLP: 3 × 3420 wide); 0.10's vision block peaks at the rotary of k (13
+    # hidden-size units of 2 bytes, see test_qwen25_vision_stage_tallies) above its MLP stage.
     patches = expected[3]
-    forward = patches * 1176 * 4 + patches * (2 * 1280 + 3 * 1280 + 3 * 3420) * 2
+    per_patch = (2 * 1280 + 3 * 1280 + 3 * 3420) * 2 if version == "0.20" else 13 * 1280 * 2
+    forward = patches * 1176 * 4 + patches * per_patch
     assert got["forward_bytes"] == forward and got["encoder_mlp_gated"] is True
     assert _part(est).bytes == max(forward - got["text_peak_bytes"], got["outputs_bytes"])
 
@@ -312,3 +315,48 @@ def test_the_dummy_batch_is_the_one_the_log_names(model: str) -> None:
     assert batch is not None
     logged = (case["encoder_budget_tokens"], case["encoder_items"], case["encoder_modality"])
     assert (batch.budget, batch.items, batch.modality) == logged
+
+
+@pytest.mark.parametrize(
+    ("stage", "tp", "units"),
+    [
+        # vLLM 0.10.0 qwen2_5_vl.py:292-302 (Qwen2_5_VisionAttention.forward): qkv output (3),
+        # contiguous q/k/v copies (3), q then k through apply_rotary_pos_emb_vision
+        # (qwen2_vl.py:235: t.float(), then vllm_flash_attn's apply_rotary_emb on CUDA, an
+        # out-of-place float32 result, then .type_as(t)). At k's call: q's copy was freed when
+        # q was rebound, so qkv 3 + q rotated 1 + k 1 + v 1 + k's type_as 1, float32 1 + 1
+        # (2 units each), with the block input and its normed copy: 2 + 7 + 4 = 13.
+        ("rotary-each-fp32", 1, 13),
+        # vLLM 0.11.0 qwen2_5_vl.py:344-356: qkv 3, contiguous copies 3, torch.cat([q, k]) 2,
+        # qwen2_vl.py:275 apply_rotary_pos_emb_vision: float32 copy 2 (4 units) and float32
+        # result 2 (4 units), type_as 2; block input 1 and the normed input 1 that
+        # nn.Module._call_impl(*args) holds: 2 + 10 + 8 = 20.
+        ("rotary-cat-fp32", 1, 20),
+        # vLLM 0.11.1 qwen2_5_vl.py:371-387: qkv 3, einops.rearrange of qk (a strided view) to
+        # (two b) s head head_dim copies it (2); apply_rotary_pos_emb_vision (0.11.1
+        # qwen2_vl.py, dispatch_rotary_emb_function → vllm_flash_attn on CUDA) on t.float():
+        # 2 + 7 + 8 = 17.
+        ("rotary-reshape-fp32", 1, 17),
+    ],
+)
+def test_qwen25_vision_stage_tallies(stage: str, tp: int, units: int) -> None:
+    """The attention stage of Qwen2.5-VL's vision block, in hidden-size units of 2 bytes a
+    patch at one GPU (Qwen2.5-VL-7B's vision tower: hidden 1280, intermediate 3420, from the
+    QWEN25VL config; its MLP stage, 3 × 1280 + 3 × 3420 = 14,100 × 2 bytes, is smaller)."""
+    from mmcli.kv.whatif.encoder import vision_peak
+
+    assert vision_peak(stage, 1280, 3420, tp, 2) == units * 1280 * 2
+
+
+def test_qwen25_vision_stage_mlp_and_gather() -> None:
+    """The MLP stage wins where the MLP is wide enough: vLLM 0.11.0 layernorm.py:218 the
+    fused residual RMSNorm normalises the block input in place (qwen2_5_vl.py:469), so the
+    block input, the residual and the MLP's output are whole, gate/up (2 × I) and its SiLU
+    product (I) per rank. At tp 2 0.11.0's split_qkv (qwen2_5_vl.py:315) all-gathers qkv:
+    the whole 3 × H stays live under the per-rank q/k/v views."""
+    from mmcli.kv.whatif.encoder import vision_peak
+
+    assert vision_peak("rotary-cat-fp32", 1280, 20000, 1, 2) == (3 * 1280 + 3 * 20000) * 2
+    # tp 2: whole 2 + gathered 3, per rank (10 × 2 + 4 × 4) / 2 units of 1280 bytes.
+    assert vision_peak("rotary-cat-fp32", 1280, 3420, 2, 2) == 5 * 1280 * 2 + 36 * 1280 // 2
+    assert vision_peak("rotary-reshape-fp32", 1280, 3420, 2, 2) == 2 * 1280 * 2 + 30 * 1280 // 2
