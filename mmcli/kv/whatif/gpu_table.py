@@ -104,7 +104,14 @@ GPUS: Final[tuple[GPU, ...]] = (
         "https://github.com/pyscf/gpu4pyscf/issues/304",
         (),
     ),
-    GPU("L4", "24 GB GDDR6", _gib(22.03), _OOM.format("22.03"), ()),
+    GPU(
+        "L4",
+        "24 GB GDDR6",
+        _gib(22.03),
+        _OOM.format("22.03") + " from a user asking 'Is a L4 GPU not enough', "
+        "https://github.com/ArcInstitute/evo2/issues/190",
+        (),
+    ),
     GPU("A10G", "24 GB GDDR6", _gib(21.99), _OOM.format("21.99") + " (A10)", ()),
     GPU(
         "A10",

@@ -233,7 +233,7 @@ def test_a10_and_a10g_are_two_entries() -> None:
 
 #: Entries whose reading predates the rule that each names its public report; they still need
 #: a link (the test below fails when one gains it, or when a new entry has neither).
-AWAITING_A_LINK = {"H200", "L40S", "L4", "A10G"}
+AWAITING_A_LINK = {"H200", "L40S", "A10G"}
 
 
 def test_every_source_is_a_link_or_says_typical() -> None:
@@ -401,3 +401,13 @@ def test_amd_instinct_readings_are_below_their_marketed_size() -> None:
     assert resolve_gpu("MI355X").total_bytes < 288 * GIB
     assert 64 * GIB - resolve_gpu("MI250X").total_bytes == 16 * 2**20
     assert resolve_gpu("MI300X") is not resolve_gpu("MI325X")
+
+
+def test_l4_reading_is_linked() -> None:
+    # torch's OOM "GPU 0 has a total capacity of 22.03 GiB of which 1.25 GiB is free" in a post
+    # asking "Is a L4 GPU not enough to run the test script?"
+    # (https://github.com/ArcInstitute/evo2/issues/190).
+    l4 = resolve_gpu("L4")
+    assert round(l4.total_gib, 2) == 22.03
+    assert "https://github.com/ArcInstitute/evo2/issues/190" in l4.source
+    assert "L4" not in AWAITING_A_LINK
