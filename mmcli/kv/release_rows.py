@@ -79,6 +79,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "qwen_vl_image": "square",
             "mm_tie_later_name": False,
             "v2_encoder_profile": False,
+            "qwen3_vl_video": "none",
         },
     ),
     (
@@ -100,11 +101,12 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "dsa_auto_ds_mla": True,
             "dsa_fp8_hook": True,
             "qwen_vl_video": "seq-14",
+            "qwen3_vl_video": "frames-12.5",
         },
     ),
     ("0.11.1", {"dsa_auto_ds_mla": False}),
     ("0.12", {"group_threshold": 1.25, "state_prefix_caching": "supported", "dotted_o_cc": True}),
-    ("0.13", {"max_len_tera": True, "dotted_o_cc": False}),
+    ("0.13", {"max_len_tera": True, "dotted_o_cc": False, "qwen3_vl_video": "frames"}),
     (
         "0.14",
         {
@@ -122,6 +124,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "state_prefix_caching": "modes",
             "nemotron_h_ssm_dtype": "float16",
             "qwen_vl_image": "factor",
+            "qwen3_vl_video": "none",
         },
     ),
     ("0.16", {"kv_scheme_fp8": "always"}),

@@ -157,16 +157,18 @@ def _max_len(request: PlanRequest, model: ModelConfig) -> int | None:
         return None
 
 
-def _processor_path(source: ModelSource) -> Path | None:
-    """The model's ``preprocessor_config.json``: fetched with a Hub repo's config, beside a
-    model folder's; None for a config file, or where the model has none."""
+def _processor_path(source: ModelSource, name: str | None = None) -> Path | None:
+    """The model's ``preprocessor_config.json`` (or the file ``name``): fetched with a Hub
+    repo's config, beside a model folder's; None for a config file, or where the model has
+    none."""
     from mmcli.kv.whatif.encoder import PROCESSOR_FILE
 
+    name = name or PROCESSOR_FILE
     if source.kind == "hub" and source.repo is not None:
         from mmcli.kv.inputs.hub import download_optional
 
-        return download_optional(source.repo, PROCESSOR_FILE, source.commit or source.revision)
-    path = None if source.folder is None else source.folder / PROCESSOR_FILE
+        return download_optional(source.repo, name, source.commit or source.revision)
+    path = None if source.folder is None else source.folder / name
     return path if path is not None and path.is_file() else None
 
 
@@ -177,7 +179,7 @@ def plan_run(request: PlanRequest, *, inputs_read: Callable[[], None] | None = N
     from mmcli.kv.inputs.layer_config import load_document
     from mmcli.kv.inputs.model_source import resolve_model
     from mmcli.kv.whatif.budget import Profile, gpu_budget
-    from mmcli.kv.whatif.encoder import mm_settings
+    from mmcli.kv.whatif.encoder import VIDEO_PROCESSOR_FILE, mm_settings
 
     got = request.resolved
     source = resolve_model(request.model, request.revision)
@@ -193,6 +195,7 @@ def plan_run(request: PlanRequest, *, inputs_read: Callable[[], None] | None = N
         lambda: _processor_path(source),
         request.limit_mm_per_prompt,
         request.mm_processor_kwargs,
+        lambda: _processor_path(source, VIDEO_PROCESSOR_FILE),
     )
     profile = Profile(
         doc,

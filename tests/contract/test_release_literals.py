@@ -160,6 +160,7 @@ FIELD_WORDS: dict[str, str] = {
     "qwen_vl_image": r"Qwen2-VL's dummy image",
     "mm_tie_later_name": r"tied modalities",
     "v2_encoder_profile": r"V2 runner profiles the multimodal encoder",
+    "qwen3_vl_video": r"Qwen3-VL's dummy video",
 }
 
 

@@ -277,7 +277,10 @@ def test_a_text_only_config_has_no_encoder_profile() -> None:
 _LOGGED_FAMILIES = {
     "Qwen/Qwen2.5-VL-32B-Instruct": "qwen2_5_vl",
     "Qwen/Qwen2-VL-2B-Instruct": "qwen2_vl",
+    "Qwen/Qwen3-VL-30B-A3B-Instruct": "qwen3_vl_moe",
 }
+#: Qwen3-VL's image and video processor files (tests/kv/whatif/models/PROVENANCE.md).
+QWEN3VL = "tests/kv/whatif/models/qwen3_vl"
 
 
 @pytest.mark.parametrize("model", sorted(_LOGGED_FAMILIES))
@@ -287,7 +290,9 @@ def test_the_dummy_batch_is_the_one_the_log_names(model: str) -> None:
     and batch limits. The token counts need only the processor's max_pixels (the published
     12,845,056 of the Qwen2-VL / Qwen2.5-VL processors, tests/kv/whatif/models) and the
     patch / merge / temporal sizes (14 / 2 / 2, both families' vision configs); the tower's
-    other figures do not enter them (the 7B's stand in)."""
+    other figures do not enter them (the 7B's stand in). Qwen3-VL's come from the 30B's own
+    config (patch 16, merge 2, temporal 2) and the Qwen3-VL image / video processor files
+    (longest_edge 16,777,216 / 25,165,824)."""
     import json
     from pathlib import Path
 
@@ -295,8 +300,12 @@ def test_the_dummy_batch_is_the_one_the_log_names(model: str) -> None:
 
     cases = json.loads(Path("tests/kv/gpu_logs/cases.json").read_text())["cases"]
     (case,) = [c for c in cases if c["model"] == model]
-    folder = Path(QWEN25VL)
+    folder, video = Path(QWEN25VL), None
     doc = json.loads((folder / "config.json").read_text())
+    if _LOGGED_FAMILIES[model] == "qwen3_vl_moe":
+        doc = json.loads(Path("tests/kv/gpu_logs/configs", case["config"]).read_text())
+        folder = Path(QWEN3VL)
+        video = json.loads((folder / "video_preprocessor_config.json").read_text())
     doc["model_type"] = _LOGGED_FAMILIES[model]
     if doc["model_type"] == "qwen2_vl":
         doc["vision_config"] |= {"embed_dim": 1280, "mlp_ratio": 4}
@@ -308,6 +317,7 @@ def test_the_dummy_batch_is_the_one_the_log_names(model: str) -> None:
         max_num_seqs=case["max_num_seqs"],
         limits=case.get("limit_mm_per_prompt"),
         processor=json.loads((folder / "preprocessor_config.json").read_text()),
+        video_processor=video,
     )
     assert batch is not None
     logged = (case["encoder_budget_tokens"], case["encoder_items"], case["encoder_modality"])
