@@ -74,6 +74,7 @@ def compare_memory(
     rules: EngineRules,
     gpu: str | None,
     processor: Path | None = None,
+    video_processor: Path | None = None,
 ) -> MemoryComparison | None:
     """The memory section of ``log`` (None when it prints no profiler figure)."""
     from mmcli.kv.whatif import components as c
@@ -144,7 +145,8 @@ def compare_memory(
     encoder = None
     if geo is not None and tokens is not None and seqs is not None:
         peak = c.activation_peak(geo, tokens, seqs, tp).bytes
-        encoder = _encoder(log, doc, rules, runner, (tokens, seqs, tp), geo, peak, processor, notes)
+        files = (processor, video_processor)
+        encoder = _encoder(log, doc, rules, runner, (tokens, seqs, tp), geo, peak, files, notes)
     inputs["model_runner"] = (runner, "the release's default for the config")
     graphs = (
         _gib(
@@ -199,7 +201,7 @@ def _encoder(
     batch: tuple[int, int, int],
     geo: Geometry,
     text_peak: int,
-    processor: Path | None,
+    files: tuple[Path | None, Path | None],
     notes: list[str],
 ) -> float | None:
     """The encoder profile's estimate on the log's settings (None: no encoder, or not
@@ -214,9 +216,10 @@ def _encoder(
         settings = mm_settings(
             doc,
             lambda: log.max_model_len,
-            lambda: processor,
+            lambda: files[0],
             log.dict_args.get("limit_mm_per_prompt"),
             log.dict_args.get("mm_processor_kwargs"),
+            lambda: files[1],
         )
     except InputError as err:
         notes.append(f"the encoder profile is not estimated: the log's {err.message}")
@@ -268,11 +271,17 @@ def explain_vllm_log(
 
     explanation = explain_log(config, log, vllm_version=vllm_version)
     rules = rules_for(explanation.options.vllm_version)
-    from mmcli.kv.whatif.encoder import PROCESSOR_FILE, encoder_sections
+    from mmcli.kv.whatif.encoder import PROCESSOR_FILE, VIDEO_PROCESSOR_FILE, encoder_sections
 
     doc = doc or {}
-    processor = None
+    files: tuple[Path | None, Path | None] = (None, None)
     if source is not None and encoder_sections(doc):
-        processor = source.side_file(PROCESSOR_FILE)
-    explanation.memory = compare_memory(log, doc, rules, gpu, processor)
+        from mmcli.kv.whatif.mm_dummy import QWEN3_VL
+
+        video = doc.get("model_type") in QWEN3_VL  # the one family with a video processor file
+        files = (
+            source.side_file(PROCESSOR_FILE),
+            source.side_file(VIDEO_PROCESSOR_FILE) if video else None,
+        )
+    explanation.memory = compare_memory(log, doc, rules, gpu, *files)
     return explanation

@@ -80,6 +80,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "mm_tie_later_name": False,
             "v2_encoder_profile": False,
             "qwen_vl_vision_stage": "rotary-each-fp32",
+            "qwen3_vl_video": "none",
         },
     ),
     (
@@ -102,6 +103,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "dsa_fp8_hook": True,
             "qwen_vl_video": "seq-14",
             "qwen_vl_vision_stage": "rotary-cat-fp32",
+            "qwen3_vl_video": "frames-12.5",
         },
     ),
     ("0.11.1", {"dsa_auto_ds_mla": False, "qwen_vl_vision_stage": "rotary-reshape-fp32"}),
@@ -114,7 +116,15 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "qwen_vl_vision_stage": "envelope",
         },
     ),
-    ("0.13", {"max_len_tera": True, "dotted_o_cc": False}),
+    (
+        "0.13",
+        {
+            "max_len_tera": True,
+            "dotted_o_cc": False,
+            "qwen3_vl_video": "frames",
+            "qwen_vl_image": "factor",
+        },
+    ),
     (
         "0.14",
         {
@@ -131,7 +141,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "speculative_state_blocks": True,
             "state_prefix_caching": "modes",
             "nemotron_h_ssm_dtype": "float16",
-            "qwen_vl_image": "factor",
+            "qwen3_vl_video": "none",
         },
     ),
     ("0.16", {"kv_scheme_fp8": "always"}),

@@ -202,12 +202,17 @@ class EngineRules:
     #: fit max_model_len less one image, at most 16 (``"less-image-16"``); that fit max_model_len,
     #: at most 16 (``"seq-16"``, 0.10.2) or 14 (``"seq-14"``, 0.11).
     qwen_vl_video: str
-    #: Qwen2-VL's image of most features: a huge square resized (``"square"``) or, from 0.15,
+    #: Qwen2-VL's image of most features: a huge square resized (``"square"``) or, from 0.13,
     #: the closest factor pair of max_pixels // unit² (``"factor"``).
     qwen_vl_image: str
     #: Modalities tied on tokens an item: the later name is profiled (``max`` keyed on
     #: (tokens, name), encoder_budget.py from 0.17), else the first listed.
     mm_tie_later_name: bool
+    #: Qwen3-VL's dummy video (qwen3_vl.py ``get_max_video_tokens``, mm_qwen3.py): the most
+    #: frames under max_model_len, its placeholder tokens 12.5 an encoder token
+    #: (``"frames-12.5"``) or one (``"frames"``); ``"none"``: not mirrored (no Qwen3-VL, or
+    #: the later two-frame dummy video).
+    qwen3_vl_video: str
     #: Model Runner V2 profiles the multimodal encoder (``profile_encoder_cache``, from 0.29).
     v2_encoder_profile: bool
     #: Qwen2.5-VL's vision block's peak a patch (qwen2_5_vl.py ``Qwen2_5_VisionAttention``):
@@ -237,7 +242,7 @@ CLI_FIELDS: Final = frozenset({"max_len_tera", "max_len_auto", "dotted_o_cc"})
 #: KV memory.
 ENCODER_FIELDS: Final = frozenset(
     {"mm_items_per_prompt", "qwen_vl_video", "qwen_vl_image", "mm_tie_later_name",
-     "v2_encoder_profile", "qwen_vl_vision_stage"}
+     "v2_encoder_profile", "qwen_vl_vision_stage", "qwen3_vl_video"}
 )  # fmt: skip
 
 _VERSION = re.compile(r"^v?(\d{1,4})\.(\d{1,4})(?:\.(\d{1,4}))?(?:[.+-]?[0-9A-Za-z.+-]*)?$")

@@ -162,7 +162,7 @@ def plan_run(request: PlanRequest, *, inputs_read: Callable[[], None] | None = N
     from mmcli.kv.inputs.layer_config import load_document
     from mmcli.kv.inputs.model_source import resolve_model
     from mmcli.kv.whatif.budget import Profile, gpu_budget
-    from mmcli.kv.whatif.encoder import PROCESSOR_FILE, mm_settings
+    from mmcli.kv.whatif.encoder import PROCESSOR_FILE, VIDEO_PROCESSOR_FILE, mm_settings
 
     got = request.resolved
     source = resolve_model(request.model, request.revision)
@@ -178,6 +178,7 @@ def plan_run(request: PlanRequest, *, inputs_read: Callable[[], None] | None = N
         lambda: source.side_file(PROCESSOR_FILE),
         request.limit_mm_per_prompt,
         request.mm_processor_kwargs,
+        lambda: source.side_file(VIDEO_PROCESSOR_FILE),
     )
     profile = Profile(
         doc,

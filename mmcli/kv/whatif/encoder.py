@@ -46,6 +46,8 @@ ENCODER_KEYS: Final = (
 ITEM_KEYS: Final = ("mm_tokens_per_image",)
 #: The image processor's settings file of a model folder or Hub repo.
 PROCESSOR_FILE: Final = "preprocessor_config.json"
+#: The video processor's settings file (read for Qwen3-VL's dummy video).
+VIDEO_PROCESSOR_FILE: Final = "video_preprocessor_config.json"
 #: Bytes of one pixel value as the processors return them (float32).
 PIXEL_BYTES: Final = 4
 SOURCE: Final = (
@@ -67,6 +69,8 @@ class MmSettings:
     mm_kwargs: dict[str, Any] = field(default_factory=dict)
     #: The model's ``preprocessor_config.json`` where the model folder has one.
     processor: dict[str, Any] | None = None
+    #: The model's ``video_preprocessor_config.json`` (Qwen3-VL's video processor's size).
+    video_processor: dict[str, Any] | None = None
 
 
 def encoder_sections(doc: dict[str, Any]) -> tuple[str, ...]:
@@ -101,6 +105,7 @@ def encoder_profile(
             limits=settings.limits,
             processor=settings.processor,
             mm_kwargs=settings.mm_kwargs,
+            video_processor=settings.video_processor,
         )
     except NotMirrored as exc:
         return _named(doc, max_num_batched_tokens), NOTE.format(reason=str(exc))
@@ -115,7 +120,8 @@ def encoder_profile(
     if stage != "envelope":
         per_patch = vision_peak(stage, tower.hidden, tower.intermediate, tp, d)
     forward = pixels + patches * per_patch
-    outputs = batch.items * batch.tokens * tower.out_hidden * d
+    rows = batch.tokens if batch.embeds is None else batch.embeds
+    outputs = batch.items * rows * tower.out_hidden * d
     inputs = {
         "modality": batch.modality,
         "items": batch.items,
@@ -247,25 +253,36 @@ def mm_settings(
     processor_path: Callable[[], Path | None],
     limits: Any = None,
     kwargs: Any = None,
+    video_processor_path: Callable[[], Path | None] | None = None,
 ) -> MmSettings:
     """The encoder profile's settings for a plan: the requests' limits and processor kwargs,
     the ``max_model_len`` vLLM runs with, and the model's ``preprocessor_config.json`` (from
-    its folder or Hub repo, where it has one); a text-only config needs none of them."""
-    import json
+    its folder or Hub repo, where it has one) and, for Qwen3-VL, its
+    ``video_preprocessor_config.json``; a text-only config needs none of them."""
+    from mmcli.kv.whatif.mm_dummy import QWEN3_VL
 
     if not encoder_sections(doc):
         return MmSettings()
-    processor = None
-    path = processor_path()
-    if path is not None and path.is_file():
-        try:
-            loaded = json.loads(path.read_text())
-        except (OSError, ValueError):
-            loaded = None
-        processor = loaded if isinstance(loaded, dict) else None
+    video = None
+    if video_processor_path is not None and doc.get("model_type") in QWEN3_VL:
+        video = _read_json(video_processor_path())
     return MmSettings(
         max_model_len=max_model_len(),
         limits={} if limits is None else parse_limits(limits),
         mm_kwargs={} if kwargs is None else parse_kwargs(kwargs),
-        processor=processor,
+        processor=_read_json(processor_path()),
+        video_processor=video,
     )
+
+
+def _read_json(path: Path | None) -> dict[str, Any] | None:
+    """The JSON object in ``path`` (None: no file, or not a JSON object)."""
+    import json
+
+    if path is None or not path.is_file():
+        return None
+    try:
+        loaded = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return loaded if isinstance(loaded, dict) else None

@@ -2,50 +2,35 @@
 many items, and each item's placeholder tokens and encoder patches, derived per model family
 from the config (and, for dynamic-resolution models, the image processor's ``max_pixels``).
 
-vLLM (``MultiModalBudget``, multimodal/encoder_budget.py from 0.17, v1/worker/utils.py before;
+vLLM (``MultiModalBudget``, multimodal/encoder_budget.py from 0.16, v1/worker/utils.py before;
 0.10.0 in ``profile_run`` itself) takes each enabled modality's largest item
 (``get_mm_max_tokens_per_item`` at ``max_model_len``, one item of each), the modality with the
 most tokens an item, an encoder budget of max(``max_num_batched_tokens``, that item's tokens),
 and max(1, min(budget // tokens, max_num_seqs × items a prompt)) items, where items a prompt is
 the ``--limit-mm-per-prompt`` count (999 by default) and, from 0.10.1, at most
-``max_model_len // tokens``. The families mirrored are Gemma 3 (a fixed SigLIP grid) and
-Qwen2-VL / Qwen2.5-VL (dynamic resolution, images and videos); for any other the caller names
-the encoder profile without estimating it.
+``max_model_len // tokens``. The families mirrored are Gemma 3 (a fixed SigLIP grid),
+Qwen2-VL / Qwen2.5-VL (dynamic resolution, images and videos) and Qwen3-VL
+(:mod:`mmcli.kv.whatif.mm_qwen3`); for any other the caller names the encoder profile without
+estimating it.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
+
+from mmcli.kv.whatif.mm_common import NotMirrored, Tower, image_shape
+from mmcli.kv.whatif.mm_common import num as _num
 
 if TYPE_CHECKING:
     from mmcli.kv.releases import EngineRules
 
 #: vLLM's default ``--limit-mm-per-prompt`` count on the V1 engine (config/multimodal.py).
 DEFAULT_LIMIT: Final = 999
-#: The aspect-ratio bound of the image with most features (``get_image_size_with_most_features``
-#: from 0.15: the closest factor pair of the token count whose ratio is at most 200).
-_MAX_RATIO: Final = 200
-#: The square side ``_get_vision_info`` resizes before 0.15 (``image_width=9999999``).
-_HUGE: Final = 9999999
 #: The most frames a dummy video has (``_MAX_FRAMES_PER_VIDEO``, qwen2_vl.py), by release rule.
 _VIDEO_FRAME_CAP: Final = {"less-image-16": 16, "seq-16": 16, "seq-14": 14}
-
-
-@dataclass(frozen=True)
-class Tower:
-    """The encoder's geometry: hidden size, MLP width and whether it is gated (3 wide tensors
-    live in a gated MLP: gate, up and their product; 2 in fc1 → activation), and the pixel
-    values one patch carries (channels × temporal × patch²)."""
-
-    hidden: int
-    intermediate: int
-    gated: bool
-    layers: int
-    pixels_per_patch: int
-    #: The width of what the encoder hands the language model (the text hidden size).
-    out_hidden: int
+#: The model types of Qwen3-VL (dense and MoE; Qwen3-VL-Embedding is a ``qwen3_vl``).
+QWEN3_VL: Final = ("qwen3_vl", "qwen3_vl_moe")
 
 
 @dataclass(frozen=True)
@@ -61,10 +46,9 @@ class DummyBatch:
     tower: Tower
     #: The family rule applied and its inputs, printed with the component.
     inputs: dict[str, Any]
-
-
-class NotMirrored(Exception):
-    """The family or a setting whose dummy batch is not mirrored (the message says which)."""
+    #: Rows of encoder output an item (None: one a placeholder token; Qwen3-VL's video item
+    #: before its timestamps were counted apart has 12.5 placeholder tokens a row).
+    embeds: int | None = None
 
 
 def dummy_batch(
@@ -77,18 +61,30 @@ def dummy_batch(
     limits: dict[str, int] | None = None,
     processor: dict[str, Any] | None = None,
     mm_kwargs: dict[str, Any] | None = None,
+    video_processor: dict[str, Any] | None = None,
 ) -> DummyBatch | None:
     """The dummy batch of ``doc``'s model (None: every modality disabled by ``limits``).
     Raises :class:`NotMirrored` for a family or setting not mirrored."""
     kind = str(doc.get("model_type", ""))
     limits = _counts(limits or {})
     kwargs = dict(mm_kwargs or {})
+    rows: dict[str, int] = {}
     if kind == "gemma3":
         per_item, towers = _gemma3(doc, kwargs)
     elif kind in ("qwen2_vl", "qwen2_5_vl"):
         if max_model_len is None:
             raise NotMirrored("the video of most features needs max_model_len")
         per_item, towers = _qwen_vl(doc, rules, max_model_len, limits, processor, kwargs)
+    elif kind in QWEN3_VL:
+        from mmcli.kv.whatif.mm_qwen3 import qwen3_vl
+
+        if max_model_len is None:
+            raise NotMirrored("the video of most features needs max_model_len")
+        if kwargs:
+            raise NotMirrored("--mm-processor-kwargs of Qwen3-VL's processors")
+        per_item, towers, rows = qwen3_vl(
+            doc, rules, max_model_len, limits, processor, video_processor, DEFAULT_LIMIT
+        )
     else:
         raise NotMirrored(f"model_type {kind!r}: its processor's dummy items are not mirrored")
     enabled = {m: t for m, t in per_item.items() if limits.get(m, DEFAULT_LIMIT) > 0}
@@ -105,7 +101,7 @@ def dummy_batch(
     items = max(1, min(budget // tokens, max_num_seqs * per_prompt))
     tower, patches = towers[modality]
     inputs = {"tokens_by_modality": dict(per_item), "limit_mm_per_prompt": limit}
-    return DummyBatch(modality, tokens, items, patches, budget, tower, inputs)
+    return DummyBatch(modality, tokens, items, patches, budget, tower, inputs, rows.get(modality))
 
 
 def _counts(limits: dict[str, Any]) -> dict[str, int]:
@@ -119,13 +115,6 @@ def _counts(limits: dict[str, Any]) -> dict[str, int]:
             limit = limit.get("count", DEFAULT_LIMIT)
         counts[modality] = int(limit)
     return counts
-
-
-def _num(section: dict[str, Any], key: str, default: int | None = None) -> int:
-    value = section.get(key, default)
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise NotMirrored(f"the encoder config lacks {key} as a positive integer")
-    return value
 
 
 def _text_hidden(doc: dict[str, Any]) -> int:
@@ -217,20 +206,9 @@ def _qwen_vl(
 
 
 def _image_tokens(max_pixels: int, unit: int, rule: str) -> int:
-    """The tokens of the image with most features: before 0.15 a huge square resized by
-    transformers' ``smart_resize`` (floor of the side over ``unit``, squared); from 0.15 the
-    largest count ≤ max_pixels // unit² with a factor pair of ratio ≤ 200."""
-    if rule == "square":
-        beta = math.sqrt(_HUGE * _HUGE / max_pixels)
-        side = max(unit, math.floor(_HUGE / beta / unit) * unit)
-        return (side // unit) ** 2
-    for count in range(max_pixels // unit**2, 0, -1):
-        low = math.isqrt(count)
-        while count % low:
-            low -= 1
-        if count // low / low <= _MAX_RATIO:
-            return count
-    return 1
+    """The tokens of the image with most features (:func:`image_shape`), a token a unit²."""
+    height, width = image_shape(max_pixels, unit, rule)
+    return (height // unit) * (width // unit)
 
 
 def _video_tokens(frame: int, temporal: int, max_len: int, rule: str, image: int) -> int:
@@ -248,3 +226,6 @@ def _video_tokens(frame: int, temporal: int, max_len: int, rule: str, image: int
     while count < cap and tokens(count + 1) <= budget:  # frames past the cap change nothing
         count += 1
     return tokens(max(min(count, cap), 1))
+
+
+__all__ = ["DEFAULT_LIMIT", "QWEN3_VL", "DummyBatch", "NotMirrored", "Tower", "dummy_batch"]

@@ -186,17 +186,18 @@ def test_qwen25_vl_dummy_item(version: str, length: int, expected: tuple[Any, ..
 
 
 def test_qwen_max_pixels_by_release() -> None:
-    """mm_processor_kwargs max_pixels 1,003,520 (28 × 28 × 1280): from 0.15 the closest factor
-    pair of 1003520 // 784 = 1,280 tokens (32 × 40); before, a huge square resized by
-    smart_resize: floor(√1003520 / 28) = 35, 35² = 1,225 tokens. Video off."""
+    """mm_processor_kwargs max_pixels 1,003,520 (28 × 28 × 1280): from 0.13 (qwen2_vl.py
+    get_image_size_with_most_features, closest_factor_pair) the closest factor pair of
+    1003520 // 784 = 1,280 tokens (32 × 40); 0.12's resizes a huge square by smart_resize:
+    floor(√1003520 / 28) = 35, 35² = 1,225 tokens. Video off."""
     kwargs: dict[str, Any] = {
         "max_model_len": 32768,
         "mm_processor_kwargs": {"max_pixels": 1003520},
         "limit_mm_per_prompt": {"video": 0},
     }
     new = _estimate(QWEN25VL, weights="15.6GiB", vllm_version="0.20", **kwargs)
-    old = _estimate(QWEN25VL, weights="15.6GiB", vllm_version="0.14", **kwargs)
-    assert first_release("qwen_vl_image", "factor") == "0.15"
+    old = _estimate(QWEN25VL, weights="15.6GiB", vllm_version="0.12", **kwargs)
+    assert first_release("qwen_vl_image", "factor") == "0.13"
     assert _part(new).inputs["tokens_per_item"] == 1280
     assert _part(old).inputs["tokens_per_item"] == 1225
     # 8192 // 1280 = 6 images in the batch, 8192 // 1225 = 6 too.
@@ -280,7 +281,10 @@ def test_a_text_only_config_has_no_encoder_profile() -> None:
 _LOGGED_FAMILIES = {
     "Qwen/Qwen2.5-VL-32B-Instruct": "qwen2_5_vl",
     "Qwen/Qwen2-VL-2B-Instruct": "qwen2_vl",
+    "Qwen/Qwen3-VL-30B-A3B-Instruct": "qwen3_vl_moe",
 }
+#: Qwen3-VL's image and video processor files (tests/kv/whatif/models/PROVENANCE.md).
+QWEN3VL = "tests/kv/whatif/models/qwen3_vl"
 
 
 @pytest.mark.parametrize("model", sorted(_LOGGED_FAMILIES))
@@ -290,7 +294,9 @@ def test_the_dummy_batch_is_the_one_the_log_names(model: str) -> None:
     and batch limits. The token counts need only the processor's max_pixels (the published
     12,845,056 of the Qwen2-VL / Qwen2.5-VL processors, tests/kv/whatif/models) and the
     patch / merge / temporal sizes (14 / 2 / 2, both families' vision configs); the tower's
-    other figures do not enter them (the 7B's stand in)."""
+    other figures do not enter them (the 7B's stand in). Qwen3-VL's come from the 30B's own
+    config (patch 16, merge 2, temporal 2) and the Qwen3-VL image / video processor files
+    (longest_edge 16,777,216 / 25,165,824)."""
     import json
     from pathlib import Path
 
@@ -298,8 +304,12 @@ def test_the_dummy_batch_is_the_one_the_log_names(model: str) -> None:
 
     cases = json.loads(Path("tests/kv/gpu_logs/cases.json").read_text())["cases"]
     (case,) = [c for c in cases if c["model"] == model]
-    folder = Path(QWEN25VL)
+    folder, video = Path(QWEN25VL), None
     doc = json.loads((folder / "config.json").read_text())
+    if _LOGGED_FAMILIES[model] == "qwen3_vl_moe":
+        doc = json.loads(Path("tests/kv/gpu_logs/configs", case["config"]).read_text())
+        folder = Path(QWEN3VL)
+        video = json.loads((folder / "video_preprocessor_config.json").read_text())
     doc["model_type"] = _LOGGED_FAMILIES[model]
     if doc["model_type"] == "qwen2_vl":
         doc["vision_config"] |= {"embed_dim": 1280, "mlp_ratio": 4}
@@ -311,6 +321,7 @@ def test_the_dummy_batch_is_the_one_the_log_names(model: str) -> None:
         max_num_seqs=case["max_num_seqs"],
         limits=case.get("limit_mm_per_prompt"),
         processor=json.loads((folder / "preprocessor_config.json").read_text()),
+        video_processor=video,
     )
     assert batch is not None
     logged = (case["encoder_budget_tokens"], case["encoder_items"], case["encoder_modality"])

@@ -1,0 +1,118 @@
+"""Qwen3-VL's dummy image and video (``Qwen3VLProcessingInfo``, qwen3_vl.py), for the encoder
+profile's dummy batch (:mod:`mmcli.kv.whatif.mm_dummy`).
+
+The image of most features is Qwen2-VL's (the image processor's ``size["longest_edge"]``
+pixels, patch × merge units). The video of most features starts from that image's size and,
+frame count by frame count from two, keeps the most frames whose video tokens fit
+``max_model_len`` (at most 24576 frames a video), each frame count resized by the video
+processor's own ``smart_resize`` (transformers' ``video_processing_qwen3_vl``): while frames ×
+height × width exceed the video processor's ``size["longest_edge"]``, the frame is scaled down
+by sqrt(frames × area / longest_edge), floored to the unit (never under one unit). A video's
+tokens are ⌈frames / temporal⌉ × (height / patch) × (width / patch) / merge². The video item's
+placeholder tokens were its encoder tokens × 12.5 (``"frames-12.5"``: "<t seconds>" timestamps
+and vision start / end tokens around each token, on average), then the encoder tokens
+(``"frames"``); the later dummy video (``"none"``) is not mirrored.
+
+The encoder (``Qwen3_VisionTransformer``): ``depth`` blocks of ``hidden_size``, a non-gated
+MLP (``linear_fc1`` → activation → ``linear_fc2``, ``intermediate_size`` wide), and outputs of
+``out_hidden_size`` × (1 + len(``deepstack_visual_indexes``)) a token (the merger's output
+concatenated with each deepstack merger's).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any, Final
+
+from mmcli.kv.whatif.mm_common import NotMirrored, Tower, image_shape, num
+
+if TYPE_CHECKING:
+    from mmcli.kv.releases import EngineRules
+
+#: ``_MAX_FRAMES_PER_VIDEO`` of qwen3_vl.py: the most frames of the dummy video.
+MAX_FRAMES: Final = 24576
+#: The first frame count tried (``_get_max_video_frames(start_num_frames=2)``).
+START_FRAMES: Final = 2
+#: Placeholder tokens a video encoder token, by rule (timestamps and start / end tokens).
+_TOKEN_FACTOR: Final = {"frames-12.5": 12.5, "frames": 1.0}
+
+
+def _size(section: dict[str, Any] | None, what: str) -> tuple[int, int]:
+    size = (section or {}).get("size")
+    if not isinstance(size, dict):
+        raise NotMirrored(
+            f"the {what} processor's size is not known: give the model folder (with its "
+            f"{'video_' if what == 'video' else ''}preprocessor_config.json)"
+        )
+    return num(size, "shortest_edge"), num(size, "longest_edge")
+
+
+def _video_side(
+    frames: int, height: int, width: int, temporal: int, unit: int, least: int, most: int
+) -> tuple[int, int]:
+    """transformers' Qwen3-VL video ``smart_resize`` of a ``frames``-frame video whose frames
+    are ``height`` × ``width`` (multiples of ``unit`` already)."""
+    h_bar, w_bar = round(height / unit) * unit, round(width / unit) * unit
+    t_bar = round(frames / temporal) * temporal
+    if t_bar * h_bar * w_bar > most:
+        beta = math.sqrt(frames * height * width / most)
+        h_bar = max(unit, math.floor(height / beta / unit) * unit)
+        w_bar = max(unit, math.floor(width / beta / unit) * unit)
+    elif t_bar * h_bar * w_bar < least:
+        beta = math.sqrt(least / (frames * height * width))
+        h_bar = math.ceil(height * beta / unit) * unit
+        w_bar = math.ceil(width * beta / unit) * unit
+    return h_bar, w_bar
+
+
+def qwen3_vl(
+    doc: dict[str, Any],
+    rules: EngineRules,
+    max_model_len: int,
+    limits: dict[str, int],
+    processor: dict[str, Any] | None,
+    video_processor: dict[str, Any] | None,
+    default_limit: int,
+) -> tuple[dict[str, int], dict[str, tuple[Tower, int]], dict[str, int]]:
+    """Tokens an item, (tower, patches) an item and encoder output rows an item, by modality."""
+    rule = rules.qwen3_vl_video
+    if rule not in _TOKEN_FACTOR:
+        raise NotMirrored("Qwen3-VL's dummy items of this release are not mirrored")
+    vision = doc.get("vision_config")
+    if not isinstance(vision, dict):
+        raise NotMirrored("the config has no vision_config")
+    patch, merge = num(vision, "patch_size"), num(vision, "spatial_merge_size")
+    temporal = num(vision, "temporal_patch_size")
+    unit = patch * merge
+    _, longest = _size(processor, "image")
+    height, width = image_shape(longest, unit, rules.qwen_vl_image)
+    image = (height // patch) * (width // patch) // merge**2
+    per_item, rows = {"image": image}, {"image": image}
+    if limits.get("video", default_limit) > 0:
+        least, most = _size(video_processor, "video")
+
+        def tokens(frames: int) -> int:
+            h, w = _video_side(frames, height, width, temporal, unit, least, most)
+            padded = frames + frames % temporal
+            return max(padded // temporal, 1) * (h // patch) * (w // patch) // merge**2
+
+        count = START_FRAMES
+        # vLLM stops at the first count over max_model_len; past MAX_FRAMES the cap binds.
+        while count < MAX_FRAMES and tokens(count + 1) <= max_model_len:
+            count += 1
+        video = tokens(max(min(count, MAX_FRAMES), 1))
+        rows["video"] = video
+        per_item["video"] = int(video * _TOKEN_FACTOR[rule])
+    deepstack = vision.get("deepstack_visual_indexes", [])
+    if not isinstance(deepstack, list):
+        raise NotMirrored("the encoder config's deepstack_visual_indexes is not a list")
+    tower = Tower(
+        hidden=num(vision, "hidden_size"),
+        intermediate=num(vision, "intermediate_size"),
+        gated=False,
+        layers=num(vision, "depth"),
+        pixels_per_patch=3 * temporal * patch * patch,
+        out_hidden=num(vision, "out_hidden_size") * (1 + len(deepstack)),
+    )
+    towers = {m: (tower, t * merge * merge) for m, t in rows.items()}
+    return per_item, towers, rows
