@@ -112,7 +112,14 @@ GPUS: Final[tuple[GPU, ...]] = (
         "https://github.com/ArcInstitute/evo2/issues/190",
         (),
     ),
-    GPU("A10G", "24 GB GDDR6", _gib(21.99), _OOM.format("21.99") + " (A10)", ()),
+    GPU(
+        "A10G",
+        "24 GB GDDR6",
+        _gib(22.49),
+        "torch's OOM message '(GPU 0; 22.49 GiB total capacity; …)' under 'I'm using an A10G "
+        "with 24 GB VRAM', https://github.com/AUTOMATIC1111/stable-diffusion-webui/issues/1259",
+        (),
+    ),
     GPU(
         "A10",
         "24 GB GDDR6",
