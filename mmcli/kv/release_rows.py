@@ -141,7 +141,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "speculative_state_blocks": True,
             "state_prefix_caching": "modes",
             "nemotron_h_ssm_dtype": "float16",
-            "qwen3_vl_video": "none",
+            "qwen3_vl_video": "two-frames",
         },
     ),
     ("0.16", {"kv_scheme_fp8": "always"}),

@@ -210,8 +210,9 @@ class EngineRules:
     mm_tie_later_name: bool
     #: Qwen3-VL's dummy video (qwen3_vl.py ``get_max_video_tokens``, mm_qwen3.py): the most
     #: frames under max_model_len, its placeholder tokens 12.5 an encoder token
-    #: (``"frames-12.5"``) or one (``"frames"``); ``"none"``: not mirrored (no Qwen3-VL, or
-    #: the later two-frame dummy video).
+    #: (``"frames-12.5"``) or one (``"frames"``); from 0.15 two frames at the video processor's
+    #: longest_edge // temporal_patch_size pixels whatever max_model_len (``"two-frames"``);
+    #: ``"none"``: no Qwen3-VL (before 0.11).
     qwen3_vl_video: str
     #: Model Runner V2 profiles the multimodal encoder (``profile_encoder_cache``, from 0.29).
     v2_encoder_profile: bool

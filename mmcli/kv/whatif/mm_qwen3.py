@@ -11,7 +11,11 @@ by sqrt(frames × area / longest_edge), floored to the unit (never under one uni
 tokens are ⌈frames / temporal⌉ × (height / patch) × (width / patch) / merge². The video item's
 placeholder tokens were its encoder tokens × 12.5 (``"frames-12.5"``: "<t seconds>" timestamps
 and vision start / end tokens around each token, on average), then the encoder tokens
-(``"frames"``); the later dummy video (``"none"``) is not mirrored.
+(``"frames"``). The later dummy video (``"two-frames"``) is two frames whatever
+``max_model_len``: the image of most features at the video processor's ``longest_edge`` //
+its ``temporal_patch_size`` pixels, resized as a two-frame video by the same ``smart_resize``,
+one encoder token a placeholder token; a video processor that caps pixels a frame
+(``cap_pixels_per_frame``) is not mirrored.
 
 The encoder (``Qwen3_VisionTransformer``): ``depth`` blocks of ``hidden_size``, a non-gated
 MLP (``linear_fc1`` → activation → ``linear_fc2``, ``intermediate_size`` wide), and outputs of
@@ -34,7 +38,7 @@ MAX_FRAMES: Final = 24576
 #: The first frame count tried (``_get_max_video_frames(start_num_frames=2)``).
 START_FRAMES: Final = 2
 #: Placeholder tokens a video encoder token, by rule (timestamps and start / end tokens).
-_TOKEN_FACTOR: Final = {"frames-12.5": 12.5, "frames": 1.0}
+_TOKEN_FACTOR: Final = {"frames-12.5": 12.5, "frames": 1.0, "two-frames": 1.0}
 
 
 def _size(section: dict[str, Any] | None, what: str) -> tuple[int, int]:
@@ -90,6 +94,12 @@ def qwen3_vl(
     per_item, rows = {"image": image}, {"image": image}
     if limits.get("video", default_limit) > 0:
         least, most = _size(video_processor, "video")
+        if rule == "two-frames":
+            video = _two_frames(
+                video_processor or {}, least, most, patch, merge, temporal, rules.qwen_vl_image
+            )
+            rows["video"] = per_item["video"] = video
+            return per_item, _towers(vision, rows, temporal, patch, merge), rows
 
         def tokens(frames: int) -> int:
             h, w = _video_side(frames, height, width, temporal, unit, least, most)
@@ -103,6 +113,39 @@ def qwen3_vl(
         video = tokens(max(min(count, MAX_FRAMES), 1))
         rows["video"] = video
         per_item["video"] = int(video * _TOKEN_FACTOR[rule])
+    return per_item, _towers(vision, rows, temporal, patch, merge), rows
+
+
+def _two_frames(
+    video_processor: dict[str, Any],
+    least: int,
+    most: int,
+    patch: int,
+    merge: int,
+    temporal: int,
+    image_rule: str,
+) -> int:
+    """Encoder tokens of the two-frame dummy video: the image of most features at
+    ``longest_edge`` // the video processor's ``temporal_patch_size`` pixels (the closest
+    factor pair), resized as two frames (frames padded to ``temporal``, the vision config's)."""
+    if video_processor.get("cap_pixels_per_frame"):
+        raise NotMirrored("the video processor's cap_pixels_per_frame (pixels capped a frame)")
+    step = video_processor.get("temporal_patch_size")
+    if not isinstance(step, int) or isinstance(step, bool) or step <= 0:
+        raise NotMirrored(
+            "the video processor's temporal_patch_size is not known: give the model folder "
+            "(with its video_preprocessor_config.json)"
+        )
+    unit = patch * merge
+    height, width = image_shape(most // step, unit, image_rule)
+    h, w = _video_side(START_FRAMES, height, width, temporal, unit, least, most)
+    padded = -(-START_FRAMES // temporal) * temporal
+    return max(padded // temporal, 1) * (h // patch) * (w // patch) // merge**2
+
+
+def _towers(
+    vision: dict[str, Any], rows: dict[str, int], temporal: int, patch: int, merge: int
+) -> dict[str, tuple[Tower, int]]:
     deepstack = vision.get("deepstack_visual_indexes", [])
     if not isinstance(deepstack, list):
         raise NotMirrored("the encoder config's deepstack_visual_indexes is not a list")
@@ -114,5 +157,4 @@ def qwen3_vl(
         pixels_per_patch=3 * temporal * patch * patch,
         out_hidden=num(vision, "out_hidden_size") * (1 + len(deepstack)),
     )
-    towers = {m: (tower, t * merge * merge) for m, t in rows.items()}
-    return per_item, towers, rows
+    return {m: (tower, t * merge * merge) for m, t in rows.items()}

@@ -81,14 +81,61 @@ def test_the_frame_search_starts_at_two_frames() -> None:
     assert (batch.embeds, batch.patches) == (12100, 48400)
 
 
-@pytest.mark.parametrize("version", ["0.10.2", "0.15.0", "0.20"])
-def test_releases_not_mirrored_are_refused(version: str) -> None:
+def test_releases_before_qwen3_vl_are_refused() -> None:
     """Before 0.11 vLLM has no Qwen3-VL (0.11.0 model_executor/models/registry.py:271-272 first
-    maps Qwen3VL*ForConditionalGeneration); from 0.15.0 the dummy video is two frames
-    (qwen3_vl.py:799 ``target_num_frames = 2``) and its tokens come from the video processor's
-    longest_edge / temporal (qwen3_vl.py:696), which is not mirrored."""
+    maps Qwen3VL*ForConditionalGeneration)."""
     with pytest.raises(NotMirrored, match="Qwen3-VL"):
-        _batch(version)
+        _batch("0.10.2")
+
+
+@pytest.mark.parametrize("version", ["0.15.0", "0.16.0", "0.17.0", "0.20", "0.29.0", "0.34.0"])
+def test_the_two_frame_dummy_video_from_0_15(version: str) -> None:
+    """From vLLM 0.15.0 ``get_max_video_tokens`` (qwen3_vl.py:696-714 in 0.15.0, :707 in 0.16.0,
+    :723-748 in 0.17.0 with the merged --mm-processor-kwargs, empty here; :1013 in 0.29.0;
+    :1038 in 0.32.0 / :1041 in 0.34.0 through ``_get_vision_size``) takes the image of most
+    features at the video processor's longest_edge // temporal_patch_size = 25,165,824 // 2 =
+    12,582,912 pixels: 12,288 units of 32², closest factor pair 96 × 128 (qwen2_vl.py:895-936,
+    0.15.0), so 3,072 × 4,096 pixels, and counts it as 2 frames (``num_frames=2``):
+    transformers' video ``smart_resize`` keeps it (2 × 3,072 × 4,096 = 25,165,824, not over
+    longest_edge), one frame pair of 192 × 256 patches / 2² = 12,288 tokens whatever
+    max_model_len (here 4,096, where 0.13's frame search gives 12,100). The dummy data is the
+    same video (qwen3_vl.py:799 ``target_num_frames = 2``, :820-834). The image (16,384) is
+    profiled."""
+    batch = _batch(version, length=4096)
+    assert batch.inputs["tokens_by_modality"] == {"image": 16384, "video": 12288}
+    assert (batch.modality, batch.tokens, batch.items, batch.budget) == ("image", 16384, 1, 16384)
+    assert _batch("0.14.0", length=4096).inputs["tokens_by_modality"]["video"] == 12100
+
+
+def test_the_two_frame_video_alone() -> None:
+    """With images off the two-frame video is profiled: 12,288 placeholder tokens, one an
+    encoder token (``get_max_video_tokens`` returns ``num_video_soft_tokens``, qwen3_vl.py:714,
+    0.15.0), 12,288 × 2² = 49,152 patches; budget max(8,192, 12,288)."""
+    batch = _batch("0.15.0", limits={"image": 0})
+    assert (batch.modality, batch.tokens, batch.items, batch.budget) == ("video", 12288, 1, 12288)
+    assert (batch.patches, batch.embeds) == (49152, 12288)
+
+
+def test_the_two_frame_video_takes_the_closest_factor_pair() -> None:
+    """A video processor of longest_edge 1,000,000: 1,000,000 // 2 // 32² = 488 units, closest
+    factor pair 8 × 61 (ratio 7.6 ≤ 200, qwen2_vl.py:921-936, 0.15.0): 256 × 1,952 pixels, 2 ×
+    256 × 1,952 = 999,424 under longest_edge, so 16 × 122 / 2² = 488 tokens."""
+    image, video = _files()
+    video = video | {"size": {"longest_edge": 1000000, "shortest_edge": 4096}}
+    batch = _batch("0.20", limits={"image": 0}, video_processor=video)
+    assert (batch.tokens, batch.patches) == (488, 1952)
+
+
+def test_the_two_frame_video_refuses_what_it_does_not_mirror() -> None:
+    """vLLM 0.29.0 qwen3_vl.py:1166-1185: with ``cap_pixels_per_frame`` the dummy has more
+    frames (transformers#48071); and the video processor's temporal_patch_size divides
+    longest_edge (qwen3_vl.py:705-707, 0.15.0)."""
+    _, video = _files()
+    with pytest.raises(NotMirrored, match="cap_pixels_per_frame"):
+        _batch("0.29.0", video_processor=video | {"cap_pixels_per_frame": True})
+    del video["temporal_patch_size"]
+    with pytest.raises(NotMirrored, match="temporal_patch_size"):
+        _batch("0.15.0", video_processor=video)
 
 
 def test_the_video_needs_its_processor_file_unless_disabled() -> None:
