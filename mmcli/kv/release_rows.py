@@ -178,6 +178,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "all_mode_speculative_blocks": True,
             "v2_runner_default": "listed-dense",
             "v2_runner_architectures": ("Qwen3ForCausalLM",),
+            "qwen_vl_vision_stage": "rotary-copy-model",
         },
     ),
     ("0.23", {"v2_runner_architectures": ("LlamaForCausalLM", "MistralForCausalLM", *_QWEN3)}),

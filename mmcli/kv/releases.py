@@ -218,7 +218,9 @@ class EngineRules:
     #: Qwen2.5-VL's vision block's peak a patch (qwen2_5_vl.py ``Qwen2_5_VisionAttention``):
     #: q and k rotated one by one in float32 (``"rotary-each-fp32"``, 0.10), their cat
     #: (``"rotary-cat-fp32"``, 0.11) or a rearranged copy (``"rotary-reshape-fp32"``, 0.11.1)
-    #: rotated in float32; ``"envelope"`` (0.12, not tallied): the generic per-patch envelope.
+    #: rotated in float32; ``"envelope"`` (0.12 – 0.21, not tallied): the generic per-patch
+    #: envelope; ``"rotary-copy-model"`` (0.22): a contiguous copy of q/k rotated out of place
+    #: in the model dtype, the peak at the output projection.
     qwen_vl_vision_stage: str
 
 

@@ -160,7 +160,14 @@ VISION_STAGES: Final[dict[str, tuple[int, int, int, bool]]] = {
     "rotary-cat-fp32": (2, 10, 4, True),
     # qkv output 3, the rearranged (copied) q/k 2, its type_as result 2; float32 2 + 2.
     "rotary-reshape-fp32": (2, 7, 4, False),
+    # At the output projection: qkv output 3, the contiguous q/k copy 2, its rotated copy 2
+    # (model dtype), the attention output 1; whole: the projection's output 1 more.
+    "rotary-copy-model": (3, 8, 0, False),
 }
+
+#: The rules whose attention stage peaks at the output projection: at tp > 1 its all-reduce
+#: returns a new tensor beside the rank's partial sum (one hidden-size unit more, whole).
+REDUCES: Final = frozenset({"rotary-copy-model"})
 
 
 def vision_peak(stage: str, hidden: int, intermediate: int, tp: int, d: int) -> int:
@@ -170,6 +177,8 @@ def vision_peak(stage: str, hidden: int, intermediate: int, tp: int, d: int) -> 
     MLP's output whole; gate/up and its product per rank)."""
     whole, rank, fp32, gathers = VISION_STAGES[stage]
     attention = whole * hidden * d + (rank * hidden * d + fp32 * hidden * 4) // tp
+    if stage in REDUCES and tp > 1:
+        attention += hidden * d
     stages = [attention, 3 * hidden * d + 3 * intermediate * d // tp]
     if gathers and tp > 1:
         # The gathered qkv (3 hidden) stays live through the views q/k/v are cut from; while

@@ -348,6 +348,17 @@ def test_the_dummy_batch_is_the_one_the_log_names(model: str) -> None:
         # qwen2_vl.py, dispatch_rotary_emb_function → vllm_flash_attn on CUDA) on t.float():
         # 2 + 7 + 8 = 17.
         ("rotary-reshape-fp32", 1, 17),
+        # vLLM 0.34.0 qwen2_5_vl.py:417-463 (the same lines as 0.22.0 qwen2_5_vl.py:377-423):
+        # qkv output 3 (x rebound; the normed input stays live in nn.Module._call_impl), q/k a
+        # strided view copied by .contiguous() (:433) 2, ApplyRotaryEmb(enforce_enable=True)
+        # with enable_fp32_compute False (rotary_embedding/common.py:120, no upcast) whose
+        # forward_cuda (:217-235) calls vllm_flash_attn apply_rotary_emb out of place
+        # (vllm_flash_attn/ops/triton/rotary.py:188 torch.empty_like(x)) 2, the attention
+        # output (v1/attention/ops/vit_attn_wrappers.py:69 torch.empty_like(q); v is a strided
+        # view with stride(-1) 1, so flash_attn_interface.py:117 maybe_contiguous copies
+        # nothing) 1, and at self.proj (:463) its output 1 whole: 3 + 8 = 11. A narrow MLP
+        # (intermediate 1280) so the attention stage wins.
+        ("rotary-copy-model", 1, 11),
     ],
 )
 def test_qwen25_vision_stage_tallies(stage: str, tp: int, units: int) -> None:
@@ -356,7 +367,8 @@ def test_qwen25_vision_stage_tallies(stage: str, tp: int, units: int) -> None:
     QWEN25VL config; its MLP stage, 3 × 1280 + 3 × 3420 = 14,100 × 2 bytes, is smaller)."""
     from mmcli.kv.whatif.encoder import vision_peak
 
-    assert vision_peak(stage, 1280, 3420, tp, 2) == units * 1280 * 2
+    wide = 1280 if stage == "rotary-copy-model" else 3420
+    assert vision_peak(stage, 1280, wide, tp, 2) == units * 1280 * 2
 
 
 def test_qwen25_vision_stage_mlp_and_gather() -> None:
@@ -371,3 +383,21 @@ def test_qwen25_vision_stage_mlp_and_gather() -> None:
     # tp 2: whole 2 + gathered 3, per rank (10 × 2 + 4 × 4) / 2 units of 1280 bytes.
     assert vision_peak("rotary-cat-fp32", 1280, 3420, 2, 2) == 5 * 1280 * 2 + 36 * 1280 // 2
     assert vision_peak("rotary-reshape-fp32", 1280, 3420, 2, 2) == 2 * 1280 * 2 + 30 * 1280 // 2
+
+
+def test_qwen25_vision_stage_from_022() -> None:
+    """From vLLM 0.22 (compile_mm_encoder off by default: 0.22.0 config/compilation.py:518,
+    0.34.0 :601) Qwen2.5-VL-7B's vision block (hidden 1280, intermediate 3420) peaks at its
+    MLP stage: the attention stage's 11 hidden-size units (14,080) fall 20 short of
+    3 × 1280 + 3 × 3420 = 14,100 (the fused residual RMSNorm in place: 0.34.0
+    kernels/vllm_c.py fused_add_rms_norm registered inplace=True on GPGPU devices). At tp 2
+    the projection's all-reduce (0.34.0 layers/linear.py:1851) returns a new whole tensor
+    beside the rank's partial sum: 3 + 1 whole units, 8 per rank halved."""
+    from mmcli.kv.releases import rules_for
+    from mmcli.kv.whatif.encoder import vision_peak
+
+    assert rules_for("0.21.0").qwen_vl_vision_stage == "envelope"
+    assert rules_for("0.22.0").qwen_vl_vision_stage == "rotary-copy-model"
+    assert rules_for("0.34.0").qwen_vl_vision_stage == "rotary-copy-model"
+    assert vision_peak("rotary-copy-model", 1280, 3420, 1, 2) == (3 * 1280 + 3 * 3420) * 2
+    assert vision_peak("rotary-copy-model", 1280, 640, 2, 2) == (4 + 8 // 2) * 1280 * 2
