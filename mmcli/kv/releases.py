@@ -219,7 +219,11 @@ class EngineRules:
     #: Qwen2.5-VL's vision block's peak a patch (qwen2_5_vl.py ``Qwen2_5_VisionAttention``):
     #: q and k rotated one by one in float32 (``"rotary-each-fp32"``, 0.10), their cat
     #: (``"rotary-cat-fp32"``, 0.11) or a rearranged copy (``"rotary-reshape-fp32"``, 0.11.1)
-    #: rotated in float32; ``"envelope"`` (0.12, not tallied): the generic per-patch envelope.
+    #: rotated in float32; ``"envelope"`` (0.12 – 0.16, not tallied): the generic per-patch
+    #: envelope; ``"rotary-copy-model"`` (0.17): a contiguous copy of q/k rotated out of place
+    #: in the model dtype, the attention stage's peak at the output projection;
+    #: ``"rotary-copy-native-norm"`` (0.21): the same, its fused residual norm out of place
+    #: (the native IR kernel, first under the default compiled mode), two more at the MLP.
     qwen_vl_vision_stage: str
 
 

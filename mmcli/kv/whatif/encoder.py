@@ -160,17 +160,33 @@ VISION_STAGES: Final[dict[str, tuple[int, int, int, bool]]] = {
     "rotary-cat-fp32": (2, 10, 4, True),
     # qkv output 3, the rearranged (copied) q/k 2, its type_as result 2; float32 2 + 2.
     "rotary-reshape-fp32": (2, 7, 4, False),
+    # At the output projection: qkv output 3, the contiguous q/k copy 2, its rotated copy 2
+    # (model dtype), the attention output 1; whole: the projection's output 1 more.
+    "rotary-copy-model": (3, 8, 0, False),
+    "rotary-copy-native-norm": (3, 8, 0, False),
 }
+
+#: The rules whose attention stage peaks at the output projection: at tp > 1 its all-reduce
+#: returns a new tensor beside the rank's partial sum (one hidden-size unit more, whole).
+REDUCES: Final = frozenset({"rotary-copy-model", "rotary-copy-native-norm"})
+
+#: The rules whose fused residual norm returns new tensors: at the MLP stage the attention's
+#: output and the block input stay beside the normed copy and the new residual (5 whole).
+OUT_OF_PLACE_NORM: Final = frozenset({"rotary-copy-native-norm"})
 
 
 def vision_peak(stage: str, hidden: int, intermediate: int, tp: int, d: int) -> int:
     """Bytes a patch holds at the peak of a Qwen2.5-VL vision block under release rule
     ``stage``: the larger of the attention stage (:data:`VISION_STAGES`) and the MLP stage
     (the block's input, normed in place by the fused residual RMSNorm, the residual and the
-    MLP's output whole; gate/up and its product per rank)."""
+    MLP's output whole, two more where the norm is out of place (:data:`OUT_OF_PLACE_NORM`);
+    gate/up and its product per rank)."""
     whole, rank, fp32, gathers = VISION_STAGES[stage]
     attention = whole * hidden * d + (rank * hidden * d + fp32 * hidden * 4) // tp
-    stages = [attention, 3 * hidden * d + 3 * intermediate * d // tp]
+    if stage in REDUCES and tp > 1:
+        attention += hidden * d
+    mlp_whole = 5 if stage in OUT_OF_PLACE_NORM else 3
+    stages = [attention, mlp_whole * hidden * d + 3 * intermediate * d // tp]
     if gathers and tp > 1:
         # The gathered qkv (3 hidden) stays live through the views q/k/v are cut from; while
         # it is built, the gathered list and their cat (3 + 3) sit beside the rank's qkv.

@@ -175,11 +175,12 @@ def test_qwen25_vl_dummy_item(version: str, length: int, expected: tuple[Any, ..
         expected[2],
         expected[3],
     )
-    # 1,176 float32 pixel values a patch (3 × 2 × 14²). From 0.12 the generic envelope
-    # (gated SiLU MLP: 3 × 3420 wide); 0.10's vision block peaks at the rotary of k (13
-    # hidden-size units of 2 bytes, see test_qwen25_vision_stage_tallies) above its MLP stage.
+    # 1,176 float32 pixel values a patch (3 × 2 × 14²). 0.20's vision block peaks at its MLP
+    # stage (block input, residual and MLP output 3 × 1280, gated SiLU MLP 3 × 3420, see
+    # test_qwen25_vision_stage_from_017); 0.10's at the rotary of k (13 hidden-size units of
+    # 2 bytes, see test_qwen25_vision_stage_tallies) above its MLP stage.
     patches = expected[3]
-    per_patch = (2 * 1280 + 3 * 1280 + 3 * 3420) * 2 if version == "0.20" else 13 * 1280 * 2
+    per_patch = (3 * 1280 + 3 * 3420) * 2 if version == "0.20" else 13 * 1280 * 2
     forward = patches * 1176 * 4 + patches * per_patch
     assert got["forward_bytes"] == forward and got["encoder_mlp_gated"] is True
     assert _part(est).bytes == max(forward - got["text_peak_bytes"], got["outputs_bytes"])
@@ -348,6 +349,17 @@ def test_the_dummy_batch_is_the_one_the_log_names(model: str) -> None:
         # qwen2_vl.py, dispatch_rotary_emb_function → vllm_flash_attn on CUDA) on t.float():
         # 2 + 7 + 8 = 17.
         ("rotary-reshape-fp32", 1, 17),
+        # vLLM 0.34.0 qwen2_5_vl.py:417-463 (0.22.0 :377-423, 0.17.0 :370-416):
+        # qkv output 3 (x rebound; the normed input stays live in nn.Module._call_impl), q/k a
+        # strided view copied by .contiguous() (:433) 2, ApplyRotaryEmb(enforce_enable=True)
+        # with enable_fp32_compute False (rotary_embedding/common.py:120, no upcast) whose
+        # forward_cuda (:217-235) calls vllm_flash_attn apply_rotary_emb out of place
+        # (vllm_flash_attn/ops/triton/rotary.py:188 torch.empty_like(x)) 2, the attention
+        # output (v1/attention/ops/vit_attn_wrappers.py:69 torch.empty_like(q); v is a strided
+        # view with stride(-1) 1, so flash_attn_interface.py:117 maybe_contiguous copies
+        # nothing) 1, and at self.proj (:463) its output 1 whole: 3 + 8 = 11. A narrow MLP
+        # (intermediate 1280) so the attention stage wins.
+        ("rotary-copy-model", 1, 11),
     ],
 )
 def test_qwen25_vision_stage_tallies(stage: str, tp: int, units: int) -> None:
@@ -356,7 +368,8 @@ def test_qwen25_vision_stage_tallies(stage: str, tp: int, units: int) -> None:
     QWEN25VL config; its MLP stage, 3 × 1280 + 3 × 3420 = 14,100 × 2 bytes, is smaller)."""
     from mmcli.kv.whatif.encoder import vision_peak
 
-    assert vision_peak(stage, 1280, 3420, tp, 2) == units * 1280 * 2
+    wide = 1280 if stage == "rotary-copy-model" else 3420
+    assert vision_peak(stage, 1280, wide, tp, 2) == units * 1280 * 2
 
 
 def test_qwen25_vision_stage_mlp_and_gather() -> None:
@@ -371,3 +384,31 @@ def test_qwen25_vision_stage_mlp_and_gather() -> None:
     # tp 2: whole 2 + gathered 3, per rank (10 × 2 + 4 × 4) / 2 units of 1280 bytes.
     assert vision_peak("rotary-cat-fp32", 1280, 3420, 2, 2) == 5 * 1280 * 2 + 36 * 1280 // 2
     assert vision_peak("rotary-reshape-fp32", 1280, 3420, 2, 2) == 2 * 1280 * 2 + 30 * 1280 // 2
+
+
+def test_qwen25_vision_stage_from_017() -> None:
+    """From vLLM 0.17 (compile_mm_encoder off by default: 0.17.0 config/compilation.py:471,
+    0.22.0 :518, 0.34.0 :601; the attention body of 0.17.0 qwen2_5_vl.py:370-416 is 0.34.0's
+    :417-463) Qwen2.5-VL-7B's vision block (hidden 1280, intermediate 3420) peaks at its MLP
+    stage. 0.17 – 0.20: the fused residual RMSNorm in place (0.17.0 layers/layernorm.py:72-84
+    ops.fused_add_rms_norm), so the attention stage's 11 hidden-size units (14,080) fall 20
+    short of 3 × 1280 + 3 × 3420 = 14,100. From 0.21 RMSNorm calls
+    ir.ops.fused_add_rms_norm.maybe_inplace (0.21.0 layernorm.py:96), dispatched by priority:
+    ["native"] first under the default inductor compilation (0.21.0 platforms/cuda.py:576),
+    whose native impl (0.34.0 ir/ops/layernorm.py:44-62) returns new tensors; the block
+    (0.34.0 qwen2_5_vl.py:528-529) keeps x and x_attn beside them: 5 × 1280 + 3 × 3420. At tp 2
+    the projection's all-reduce (0.34.0 layers/linear.py:1851) returns a new whole tensor
+    beside the rank's partial sum: 3 + 1 whole units, 8 per rank halved."""
+    from mmcli.kv.releases import rules_for
+    from mmcli.kv.whatif.encoder import vision_peak
+
+    stages = {v: rules_for(v).qwen_vl_vision_stage for v in ("0.16.0", "0.17.0", "0.20.0")}
+    assert stages == {"0.16.0": "envelope", "0.17.0": "rotary-copy-model",
+                      "0.20.0": "rotary-copy-model"}  # fmt: skip
+    assert rules_for("0.21.0").qwen_vl_vision_stage == "rotary-copy-native-norm"
+    assert rules_for("0.34.0").qwen_vl_vision_stage == "rotary-copy-native-norm"
+    assert vision_peak("rotary-copy-model", 1280, 3420, 1, 2) == (3 * 1280 + 3 * 3420) * 2
+    native = vision_peak("rotary-copy-native-norm", 1280, 3420, 1, 2)
+    assert native == (5 * 1280 + 3 * 3420) * 2
+    assert vision_peak("rotary-copy-model", 1280, 640, 2, 2) == (4 + 8 // 2) * 1280 * 2
+    assert vision_peak("rotary-copy-native-norm", 1280, 640, 2, 2) == (4 + 8 // 2) * 1280 * 2
