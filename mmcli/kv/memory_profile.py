@@ -225,7 +225,8 @@ def _encoder(
         notes.append(f"the encoder profile is not estimated: the log's {err.message}")
         return None
     skipped = log.args.get("skip_mm_profiling") is True or bool(log.profile.encoder_skipped)
-    profile = Profile(doc, batch[0], batch[1], skip_mm_profiling=skipped, mm=settings)
+    eager = log.args.get("enforce_eager") is True
+    profile = Profile(doc, batch[0], batch[1], eager, skip_mm_profiling=skipped, mm=settings)
     parts = encoder_parts(profile, rules, runner, batch, geo, text_peak, notes)
     part = parts[0] if parts else None
     if part is None or not part.estimated:

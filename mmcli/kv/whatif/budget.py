@@ -194,6 +194,7 @@ def encoder_parts(
         dtype_bytes=geo.dtype_bytes,
         text_peak=text_peak,
         settings=profile.mm,
+        enforce_eager=profile.enforce_eager,
     )
     if note is not None:
         notes.append(note)

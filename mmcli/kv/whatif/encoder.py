@@ -88,9 +88,11 @@ def encoder_profile(
     dtype_bytes: int,
     text_peak: int,
     settings: MmSettings,
+    enforce_eager: bool = False,
 ) -> tuple[Component | None, str | None]:
     """The encoder profile of ``doc`` (None: no encoder, or every modality disabled) and a note
-    (where it is not estimated, or nothing is profiled)."""
+    (where it is not estimated, or nothing is profiled). ``enforce_eager``: no inductor, so
+    the fused residual norm runs its in-place kernel (:data:`OUT_OF_PLACE_NORM`)."""
     from mmcli.kv.whatif.mm_dummy import NotMirrored, dummy_batch
 
     if not encoder_sections(doc):
@@ -117,6 +119,8 @@ def encoder_profile(
     pixels = patches * tower.pixels_per_patch * PIXEL_BYTES
     per_patch = (2 * tower.hidden + (3 * tower.hidden + wide) // tp) * d
     stage = rules.qwen_vl_vision_stage if doc.get("model_type") == "qwen2_5_vl" else "envelope"
+    if enforce_eager and stage in OUT_OF_PLACE_NORM:
+        stage = OUT_OF_PLACE_NORM[stage]
     if stage != "envelope":
         per_patch = vision_peak(stage, tower.hidden, tower.intermediate, tp, d)
     forward = pixels + patches * per_patch
@@ -171,8 +175,11 @@ VISION_STAGES: Final[dict[str, tuple[int, int, int, bool]]] = {
 REDUCES: Final = frozenset({"rotary-copy-model", "rotary-copy-native-norm"})
 
 #: The rules whose fused residual norm returns new tensors: at the MLP stage the attention's
-#: output and the block input stay beside the normed copy and the new residual (5 whole).
-OUT_OF_PLACE_NORM: Final = frozenset({"rotary-copy-native-norm"})
+#: output and the block input stay beside the normed copy and the new residual (5 whole). The
+#: native kernel comes first in the kernel priority only when inductor compiles
+#: (platforms/cuda.py, 0.21.0:576); with ``--enforce-eager`` the in-place kernel runs, as in
+#: the rule each maps to.
+OUT_OF_PLACE_NORM: Final = {"rotary-copy-native-norm": "rotary-copy-model"}
 
 
 def vision_peak(stage: str, hidden: int, intermediate: int, tp: int, d: int) -> int:

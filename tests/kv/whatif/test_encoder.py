@@ -412,3 +412,17 @@ def test_qwen25_vision_stage_from_017() -> None:
     assert native == (5 * 1280 + 3 * 3420) * 2
     assert vision_peak("rotary-copy-model", 1280, 640, 2, 2) == (4 + 8 // 2) * 1280 * 2
     assert vision_peak("rotary-copy-native-norm", 1280, 640, 2, 2) == (4 + 8 // 2) * 1280 * 2
+
+
+def test_enforce_eager_keeps_the_residual_norm_in_place() -> None:
+    """From 0.21 the fused residual norm's native (out-of-place) kernel comes first only when
+    inductor compiles (vLLM 0.21.0 platforms/cuda.py:576; 0.34.0 kernels/vllm_c.py registers
+    the in-place kernel): under --enforce-eager the MLP stage is 0.17's 3 × hidden + 3 ×
+    intermediate again, 2 × 1280 × 2 bytes a patch less."""
+    kwargs: dict[str, Any] = {"weights": "15.6GiB", "vllm_version": "0.21", "max_model_len": 4096}
+    compiled = _part(_estimate(QWEN25VL, **kwargs)).inputs
+    eager = _part(_estimate(QWEN25VL, enforce_eager=True, **kwargs)).inputs
+    assert compiled["encoder_forward_rule"] == "rotary-copy-native-norm"
+    assert eager["encoder_forward_rule"] == "rotary-copy-model"
+    patches = compiled["patches_per_item"] * compiled["items"]
+    assert compiled["forward_bytes"] - eager["forward_bytes"] == patches * 2 * 1280 * 2
