@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from mmcli.kv.model import ModelConfig
     from mmcli.kv.options import PlanOptions
     from mmcli.kv.result import KVPlan
+    from mmcli.kv.whatif.budget import Profile
     from mmcli.kv.whatif.gpus import Estimate
     from mmcli.kv.whatif.sweep import Sweep
 
@@ -155,6 +156,37 @@ def _max_len(request: PlanRequest, model: ModelConfig) -> int | None:
         return None
 
 
+def _refuse_length_dependent_estimate(
+    estimate: Estimate,
+    profile: Profile,
+    lengths: tuple[int, ...],
+    budget: Callable[[Profile], tuple[Estimate | None, WeightsFigure | None]],
+) -> None:
+    """A ``--gpu`` estimate swept over max_model_len holds only where vLLM's profile run does
+    not change with the length: the encoder profile's dummy items can (Qwen2-VL's video of
+    most frames, the items a prompt holds), so each length is estimated and a sweep whose
+    estimate moves is refused, naming the lengths."""
+    from dataclasses import replace as changed
+
+    if not any(c.name == "encoder profile" and c.estimated for c in estimate.components):
+        return
+    moved = []
+    for length in lengths:
+        at = changed(profile, mm=changed(profile.mm, max_model_len=length))
+        other, _ = budget(at)
+        if other is not None and other.kv_bytes != estimate.kv_bytes:
+            moved.append(f"{length:,} ({other.kv_bytes / 2**30:.2f} GiB)")
+    if moved:
+        raise InputError(
+            f"--sweep max-model-len with --gpu: the encoder profile vLLM runs depends on "
+            f"max_model_len, so the estimated KV memory is not one figure "
+            f"({estimate.kv_bytes / 2**30:.2f} GiB at {profile.mm.max_model_len or 0:,}; "
+            f"{', '.join(moved[:4])})",
+            hint="plan each length with --gpu and --max-model-len, sweep with --memory, or "
+            "take the encoder out as vLLM would (--limit-mm-per-prompt, --skip-mm-profiling)",
+        )
+
+
 def plan_run(request: PlanRequest, *, inputs_read: Callable[[], None] | None = None) -> PlanRun:
     """Plan ``request`` (see the module docstring). ``inputs_read`` is called once every input
     (the config, the map, the weights) has been read, before any planning: where a caller
@@ -190,20 +222,26 @@ def plan_run(request: PlanRequest, *, inputs_read: Callable[[], None] | None = N
         request.skip_mm_profiling,
         mm,
     )
-    estimate, weights = gpu_budget(
-        request.gpu,
-        None if memory is None else str(memory),
-        request.weights,
-        request.reserve,
-        source,
-        request.revision,
-        got.engines.engine,
-        request.gpu_memory_utilization,
-        request.tensor_parallel_size,
-        request.pipeline_parallel_size,
-        request.vllm_version,
-        profile,
-    )
+
+    def budget(profile: Profile) -> tuple[Estimate | None, WeightsFigure | None]:
+        return gpu_budget(
+            request.gpu,
+            None if memory is None else str(memory),
+            request.weights,
+            request.reserve,
+            source,
+            request.revision,
+            got.engines.engine,
+            request.gpu_memory_utilization,
+            request.tensor_parallel_size,
+            request.pipeline_parallel_size,
+            request.vllm_version,
+            profile,
+        )
+
+    estimate, weights = budget(profile)
+    if estimate is not None and got.sweep is not None and got.sweep.parameter == "max-model-len":
+        _refuse_length_dependent_estimate(estimate, profile, got.sweep.values, budget)
     options = _options(request, estimate)
     if got.engines.engine in ("sglang", "trtllm"):
         from mmcli.kv.side_by_side import engine_figures

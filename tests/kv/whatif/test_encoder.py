@@ -426,3 +426,17 @@ def test_enforce_eager_keeps_the_residual_norm_in_place() -> None:
     assert eager["encoder_forward_rule"] == "rotary-copy-model"
     patches = compiled["patches_per_item"] * compiled["items"]
     assert compiled["forward_bytes"] - eager["forward_bytes"] == patches * 2 * 1280 * 2
+
+
+def test_a_length_sweep_whose_encoder_moves_is_refused() -> None:
+    """Qwen2.5-VL's dummy video grows with max_model_len (vLLM 0.20.0 qwen2_vl.py
+    get_num_frames_with_most_features), so one --gpu estimate cannot stand for a sweep over
+    it: the lengths whose estimate differs are named. Gemma 3's 32 images (8192 // 256) do
+    not move with the length, and its sweep is planned."""
+    with pytest.raises(InputError, match="depends on max_model_len") as info:
+        plan_run(
+            PlanRequest(QWEN25VL, gpu="H100", weights="15.6GiB", sweep="max-model-len=4K..64K")
+        )
+    assert "4,096" in info.value.message and "--limit-mm-per-prompt" in (info.value.hint or "")
+    run = plan_run(PlanRequest(GEMMA3, gpu="H100", weights="54GiB", sweep="max-model-len=4K..64K"))
+    assert run.sweep is not None
