@@ -81,6 +81,8 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "v2_encoder_profile": False,
             "qwen_vl_vision_stage": "rotary-each-fp32",
             "qwen3_vl_video": "none",
+            "mm_dummy_tokens": "embeds",
+            "mistral3_image_size": "vision-config",
         },
     ),
     (
@@ -89,6 +91,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "chunked_local_hybrid": "off",
             "skip_mm_profiling_flag": True,
             "mm_items_per_prompt": "length",
+            "mm_dummy_tokens": "placeholder",
         },
     ),
     (
@@ -123,6 +126,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "dotted_o_cc": False,
             "qwen3_vl_video": "frames",
             "qwen_vl_image": "factor",
+            "mm_dummy_tokens": "embeds",
         },
     ),
     (
@@ -212,6 +216,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "v2_runner_default": "always",
             "v2_cudagraph_estimate": "profiled",
             "v2_encoder_profile": True,
+            "mistral3_image_size": "processor",
         },
     ),
     ("0.30", {"yarn_scales_max_len": False}),

@@ -225,6 +225,14 @@ class EngineRules:
     #: ``"rotary-copy-native-norm"`` (0.21): the same, its fused residual norm out of place
     #: (the native IR kernel, first under the default compiled mode), two more at the MLP.
     qwen_vl_vision_stage: str
+    #: A dummy item of a model without its own count (``get_mm_max_tokens_per_item`` None)
+    #: counted by its encoder outputs (``"embeds"``, ``get_num_embeds``) or, 0.10.1 – 0.12
+    #: (``get_mm_max_contiguous_tokens``), by its placeholder tokens (``"placeholder"``,
+    #: Mistral 3's row breaks and end token too).
+    mm_dummy_tokens: str
+    #: Mistral 3's dummy image side: ``vision_config.image_size`` (``"vision-config"``) or, from
+    #: 0.29, the image processor's ``size["longest_edge"]`` (``"processor"``).
+    mistral3_image_size: str
 
 
 #: The rules that matter only with pipeline stages (``--pipeline-parallel-size`` > 1).
@@ -247,7 +255,8 @@ CLI_FIELDS: Final = frozenset({"max_len_tera", "max_len_auto", "dotted_o_cc"})
 #: KV memory.
 ENCODER_FIELDS: Final = frozenset(
     {"mm_items_per_prompt", "qwen_vl_video", "qwen_vl_image", "mm_tie_later_name",
-     "v2_encoder_profile", "qwen_vl_vision_stage", "qwen3_vl_video"}
+     "v2_encoder_profile", "qwen_vl_vision_stage", "qwen3_vl_video", "mm_dummy_tokens",
+     "mistral3_image_size"}
 )  # fmt: skip
 
 _VERSION = re.compile(r"^v?(\d{1,4})\.(\d{1,4})(?:\.(\d{1,4}))?(?:[.+-]?[0-9A-Za-z.+-]*)?$")

@@ -9,9 +9,9 @@ most tokens an item, an encoder budget of max(``max_num_batched_tokens``, that i
 and max(1, min(budget // tokens, max_num_seqs × items a prompt)) items, where items a prompt is
 the ``--limit-mm-per-prompt`` count (999 by default) and, from 0.10.1, at most
 ``max_model_len // tokens``. The families mirrored are Gemma 3 (a fixed SigLIP grid),
-Qwen2-VL / Qwen2.5-VL (dynamic resolution, images and videos) and Qwen3-VL
-(:mod:`mmcli.kv.whatif.mm_qwen3`); for any other the caller names the encoder profile without
-estimating it.
+Qwen2-VL / Qwen2.5-VL (dynamic resolution, images and videos), Qwen3-VL
+(:mod:`mmcli.kv.whatif.mm_qwen3`) and Mistral 3 (:mod:`mmcli.kv.whatif.mm_mistral3`); for
+any other the caller names the encoder profile without estimating it.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from mmcli.kv.whatif.mm_common import NotMirrored, Tower, image_shape
 from mmcli.kv.whatif.mm_common import num as _num
+from mmcli.kv.whatif.mm_mistral3 import mistral3, own_format
 
 if TYPE_CHECKING:
     from mmcli.kv.releases import EngineRules
@@ -84,6 +85,13 @@ def dummy_batch(
             raise NotMirrored("--mm-processor-kwargs of Qwen3-VL's processors")
         per_item, towers, rows = qwen3_vl(
             doc, rules, max_model_len, limits, processor, video_processor, DEFAULT_LIMIT
+        )
+    elif kind == "mistral3" and not own_format(doc):
+        per_item, towers, rows = mistral3(doc, rules, processor, kwargs, _text_hidden(doc))
+    elif own_format(doc):
+        raise NotMirrored(
+            "a Mistral own-format checkpoint (params.json, tokenizer_mode mistral): its "
+            "mistral_common processor's dummy items are not mirrored"
         )
     else:
         raise NotMirrored(f"model_type {kind!r}: its processor's dummy items are not mirrored")
