@@ -71,7 +71,7 @@ def dummy_batch(
     kwargs = dict(mm_kwargs or {})
     rows: dict[str, int] = {}
     if kind == "gemma3":
-        per_item, towers = _gemma3(doc, kwargs)
+        per_item, towers = _gemma3(doc, rules, kwargs)
     elif kind in ("qwen2_vl", "qwen2_5_vl"):
         if max_model_len is None:
             raise NotMirrored("the video of most features needs max_model_len")
@@ -132,13 +132,20 @@ def _text_hidden(doc: dict[str, Any]) -> int:
 
 
 def _gemma3(
-    doc: dict[str, Any], kwargs: dict[str, Any]
+    doc: dict[str, Any], rules: EngineRules, kwargs: dict[str, Any]
 ) -> tuple[dict[str, int], dict[str, tuple[Tower, int]]]:
     """Gemma 3: each image is resized to the SigLIP tower's ``image_size`` and becomes
     ``mm_tokens_per_image`` tokens (gemma3_mm.py ``get_num_image_tokens``: (crops + 1) × the
     processor's ``image_seq_length``, no crops unless pan-and-scan is turned on)."""
     if kwargs.get("do_pan_and_scan"):
         raise NotMirrored("pan-and-scan crops (do_pan_and_scan) are not mirrored")
+    if rules.mm_dummy_tokens == "placeholder":
+        # gemma3_mm.py get_image_repl (0.11.0:192): the placeholder is the processor's
+        # full_image_sequence, newlines and begin/end-of-image tokens around the image's.
+        raise NotMirrored(
+            f"vLLM {rules.release} counts an image by its whole placeholder (begin/end-of-image "
+            "and newline tokens around mm_tokens_per_image), which the tokenizer decides"
+        )
     vision = doc.get("vision_config")
     if not isinstance(vision, dict):
         raise NotMirrored("the config has no vision_config")

@@ -440,3 +440,16 @@ def test_a_length_sweep_whose_encoder_moves_is_refused() -> None:
     assert "4,096" in info.value.message and "--limit-mm-per-prompt" in (info.value.hint or "")
     run = plan_run(PlanRequest(GEMMA3, gpu="H100", weights="54GiB", sweep="max-model-len=4K..64K"))
     assert run.sweep is not None
+
+
+def test_gemma3_where_vllm_counts_the_whole_placeholder() -> None:
+    """vLLM 0.10.1 – 0.12 size an item by its contiguous placeholder (0.11.0 profiling.py:189
+    get_mm_max_contiguous_tokens), and Gemma 3's is the processor's full_image_sequence:
+    newlines and begin/end-of-image tokens around the 256 image tokens (gemma3_mm.py:192),
+    a count the tokenizer decides: named, not estimated. 0.10.0 and 0.13 count the 256."""
+    est = _estimate(vllm_version="0.11.0", max_num_seqs=256)
+    assert _part(est).estimated is False
+    assert any("whole placeholder" in note for note in est.notes)
+    for version in ("0.10.0", "0.13"):
+        got = _part(_estimate(vllm_version=version, max_num_seqs=256)).inputs
+        assert got["tokens_per_item"] == 256 and got["items"] == 32
