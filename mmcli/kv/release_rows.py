@@ -116,7 +116,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "group_threshold": 1.25,
             "state_prefix_caching": "supported",
             "dotted_o_cc": True,
-            "qwen_vl_vision_stage": "envelope",
+            "qwen_vl_vision_stage": "rotary-reshape-native-norm",
         },
     ),
     (
@@ -157,7 +157,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "speculative_states": "gdn",
             "qwen3_5_named_ssm_dtype": True,
             "mm_tie_later_name": True,
-            "qwen_vl_vision_stage": "rotary-copy-model",
+            "qwen_vl_vision_stage": "rotary-copy-native-norm",
         },
     ),
     ("0.18", {"group_threshold": 1.5, "dsa_fp8_backend": True, "dsa_block_forced": False}),
@@ -174,7 +174,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
         },
     ),
     ("0.20.1", {"tokens_from_concurrency": True}),
-    ("0.21", {"indexer_sharing": True, "qwen_vl_vision_stage": "rotary-copy-native-norm"}),
+    ("0.21", {"indexer_sharing": True}),
     (
         "0.22",
         {

@@ -219,11 +219,15 @@ class EngineRules:
     #: Qwen2.5-VL's vision block's peak a patch (qwen2_5_vl.py ``Qwen2_5_VisionAttention``):
     #: q and k rotated one by one in float32 (``"rotary-each-fp32"``, 0.10), their cat
     #: (``"rotary-cat-fp32"``, 0.11) or a rearranged copy (``"rotary-reshape-fp32"``, 0.11.1)
-    #: rotated in float32; ``"envelope"`` (0.12 – 0.16, not tallied): the generic per-patch
-    #: envelope; ``"rotary-copy-model"`` (0.17): a contiguous copy of q/k rotated out of place
-    #: in the model dtype, the attention stage's peak at the output projection;
-    #: ``"rotary-copy-native-norm"`` (0.21): the same, its fused residual norm out of place
-    #: (the native IR kernel, first under the default compiled mode), two more at the MLP.
+    #: rotated in float32; ``"rotary-reshape-native-norm"`` (0.12): the rearranged copy rotated
+    #: out of place in the model dtype, the attention stage's peak at the output projection,
+    #: the fused residual norm out of place (RMSNorm's native forward: inductor's default
+    #: custom_ops "none"; ``"rotary-reshape-model"`` under --enforce-eager);
+    #: ``"envelope"``: the generic per-patch envelope; ``"rotary-copy-native-norm"`` (0.17): a
+    #: contiguous copy of q/k rotated out of place in the model dtype, the attention stage's
+    #: peak at the output projection, the norm out of place as in 0.12 (from 0.21 the native IR
+    #: kernel, first under the default compiled mode); ``"rotary-copy-model"``: the same under
+    #: --enforce-eager (the in-place fused residual norm).
     qwen_vl_vision_stage: str
     #: A dummy item of a model without its own count (``get_mm_max_tokens_per_item`` None)
     #: counted by its encoder outputs (``"embeds"``, ``get_num_embeds``) or, 0.10.1 – 0.12

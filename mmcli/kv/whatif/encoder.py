@@ -168,18 +168,29 @@ VISION_STAGES: Final[dict[str, tuple[int, int, int, bool]]] = {
     # (model dtype), the attention output 1; whole: the projection's output 1 more.
     "rotary-copy-model": (3, 8, 0, False),
     "rotary-copy-native-norm": (3, 8, 0, False),
+    # The same tensors at the output projection: the rearranged (copied) q/k 2 rotated out of
+    # place in the model dtype 2 (no float32 copy), beside qkv 3 and the attention output 1.
+    "rotary-reshape-model": (3, 8, 0, False),
+    "rotary-reshape-native-norm": (3, 8, 0, False),
 }
 
 #: The rules whose attention stage peaks at the output projection: at tp > 1 its all-reduce
 #: returns a new tensor beside the rank's partial sum (one hidden-size unit more, whole).
-REDUCES: Final = frozenset({"rotary-copy-model", "rotary-copy-native-norm"})
+REDUCES: Final = frozenset(
+    {"rotary-copy-model", "rotary-copy-native-norm", "rotary-reshape-model",
+     "rotary-reshape-native-norm"}
+)  # fmt: skip
 
 #: The rules whose fused residual norm returns new tensors: at the MLP stage the attention's
 #: output and the block input stay beside the normed copy and the new residual (5 whole). The
 #: native kernel comes first in the kernel priority only when inductor compiles
-#: (platforms/cuda.py, 0.21.0:576); with ``--enforce-eager`` the in-place kernel runs, as in
-#: the rule each maps to.
-OUT_OF_PLACE_NORM: Final = {"rotary-copy-native-norm": "rotary-copy-model"}
+#: (platforms/cuda.py, 0.21.0:576); before that inductor turns the custom ops off (custom_ops
+#: "none", config/vllm.py) so RMSNorm runs its native forward. With ``--enforce-eager`` the
+#: in-place kernel runs, as in the rule each maps to.
+OUT_OF_PLACE_NORM: Final = {
+    "rotary-copy-native-norm": "rotary-copy-model",
+    "rotary-reshape-native-norm": "rotary-reshape-model",
+}
 
 
 def vision_peak(stage: str, hidden: int, intermediate: int, tp: int, d: int) -> int:

@@ -176,11 +176,12 @@ def test_qwen25_vl_dummy_item(version: str, length: int, expected: tuple[Any, ..
         expected[3],
     )
     # 1,176 float32 pixel values a patch (3 × 2 × 14²). 0.20's vision block peaks at its MLP
-    # stage (block input, residual and MLP output 3 × 1280, gated SiLU MLP 3 × 3420, see
-    # test_qwen25_vision_stage_from_017); 0.10's at the rotary of k (13 hidden-size units of
-    # 2 bytes, see test_qwen25_vision_stage_tallies) above its MLP stage.
+    # stage (block input, attention output, the out-of-place norm's two results and the MLP
+    # output 5 × 1280, gated SiLU MLP 3 × 3420, see test_qwen25_vision_stage_from_012); 0.10's
+    # at the rotary of k (13 hidden-size units of 2 bytes, see
+    # test_qwen25_vision_stage_tallies) above its MLP stage.
     patches = expected[3]
-    per_patch = (3 * 1280 + 3 * 3420) * 2 if version == "0.20" else 13 * 1280 * 2
+    per_patch = (5 * 1280 + 3 * 3420) * 2 if version == "0.20" else 13 * 1280 * 2
     forward = patches * 1176 * 4 + patches * per_patch
     assert got["forward_bytes"] == forward and got["encoder_mlp_gated"] is True
     assert _part(est).bytes == max(forward - got["text_peak_bytes"], got["outputs_bytes"])
@@ -360,6 +361,17 @@ def test_the_dummy_batch_is_the_one_the_log_names(model: str) -> None:
         # nothing) 1, and at self.proj (:463) its output 1 whole: 3 + 8 = 11. A narrow MLP
         # (intermediate 1280) so the attention stage wins.
         ("rotary-copy-model", 1, 11),
+        # vLLM 0.12.0 qwen2_5_vl.py:358-434: qkv output 3 (x rebound), the rearranged q/k
+        # (einops "b s two head head_dim -> (two b) ...", qk a strided view, so a copy) 2,
+        # kept in the local qk_reshaped to the return; apply_rotary_pos_emb_vision
+        # (0.12.0 qwen2_vl.py:280-287: no .float(); rotary_embedding/common.py:77-78 the
+        # vllm_flash_attn apply_rotary_emb on CUDA, out of place; .type_as a no-op) 2;
+        # vit_attn_wrappers.py:35-49 the attention output 1 (v's stride(-1) is 1: no copy;
+        # the rearranged output of b = 1 is contiguous already); self.proj's output 1 whole:
+        # 3 + 8 = 11. 0.13.0 – 0.16.0 (ApplyRotaryEmb(enforce_enable=True) forward_cuda
+        # common.py:192-225, enable_fp32_compute False; MMEncoderAttention.enabled() True so
+        # its flash path; 0.15.0's qk_reshaped.contiguous() is a no-op on the copy): the same.
+        ("rotary-reshape-model", 1, 11),
     ],
 )
 def test_qwen25_vision_stage_tallies(stage: str, tp: int, units: int) -> None:
@@ -368,7 +380,7 @@ def test_qwen25_vision_stage_tallies(stage: str, tp: int, units: int) -> None:
     QWEN25VL config; its MLP stage, 3 × 1280 + 3 × 3420 = 14,100 × 2 bytes, is smaller)."""
     from mmcli.kv.whatif.encoder import vision_peak
 
-    wide = 1280 if stage == "rotary-copy-model" else 3420
+    wide = 1280 if stage.endswith("-model") else 3420
     assert vision_peak(stage, 1280, wide, tp, 2) == units * 1280 * 2
 
 
@@ -386,44 +398,51 @@ def test_qwen25_vision_stage_mlp_and_gather() -> None:
     assert vision_peak("rotary-reshape-fp32", 1280, 3420, 2, 2) == 2 * 1280 * 2 + 30 * 1280 // 2
 
 
-def test_qwen25_vision_stage_from_017() -> None:
-    """From vLLM 0.17 (compile_mm_encoder off by default: 0.17.0 config/compilation.py:471,
-    0.22.0 :518, 0.34.0 :601; the attention body of 0.17.0 qwen2_5_vl.py:370-416 is 0.34.0's
-    :417-463) Qwen2.5-VL-7B's vision block (hidden 1280, intermediate 3420) peaks at its MLP
-    stage. 0.17 – 0.20: the fused residual RMSNorm in place (0.17.0 layers/layernorm.py:72-84
-    ops.fused_add_rms_norm), so the attention stage's 11 hidden-size units (14,080) fall 20
-    short of 3 × 1280 + 3 × 3420 = 14,100. From 0.21 RMSNorm calls
-    ir.ops.fused_add_rms_norm.maybe_inplace (0.21.0 layernorm.py:96), dispatched by priority:
-    ["native"] first under the default inductor compilation (0.21.0 platforms/cuda.py:576),
-    whose native impl (0.34.0 ir/ops/layernorm.py:44-62) returns new tensors; the block
-    (0.34.0 qwen2_5_vl.py:528-529) keeps x and x_attn beside them: 5 × 1280 + 3 × 3420. At tp 2
-    the projection's all-reduce (0.34.0 layers/linear.py:1851) returns a new whole tensor
-    beside the rank's partial sum: 3 + 1 whole units, 8 per rank halved."""
+def test_qwen25_vision_stage_from_012() -> None:
+    """From vLLM 0.12 Qwen2.5-VL-7B's vision block (hidden 1280, intermediate 3420) peaks at
+    its MLP stage, the encoder not compiled (compile_mm_encoder False: 0.12.0
+    config/compilation.py:483, 0.16.0 :447, 0.17.0 :471, 0.34.0 :601). Its fused residual
+    RMSNorm (0.12.0 qwen2_5_vl.py:623 norm_layer RMSNorm; the block's norm2(x, residual=x_attn)
+    :485) runs out of place under the default compilation: inductor sets custom_ops "none"
+    (0.12.0 config/vllm.py:637-644, 0.17.0 :823-830), RMSNorm.enabled() is then False
+    (model_executor/custom_op.py:110-142) and its forward_native (layernorm.py:132-175) returns
+    new tensors; from 0.21 RMSNorm calls ir.ops.fused_add_rms_norm.maybe_inplace (0.21.0
+    layernorm.py:96) with ["native"] first under inductor (0.21.0 platforms/cuda.py:576). The
+    block keeps x and x_attn beside them: 5 × 1280 + 3 × 3420. At tp 2 the projection's
+    all-reduce (0.34.0 layers/linear.py:1851) returns a new whole tensor beside the rank's
+    partial sum: 3 + 1 whole units, 8 per rank halved."""
     from mmcli.kv.releases import rules_for
     from mmcli.kv.whatif.encoder import vision_peak
 
-    stages = {v: rules_for(v).qwen_vl_vision_stage for v in ("0.16.0", "0.17.0", "0.20.0")}
-    assert stages == {"0.16.0": "envelope", "0.17.0": "rotary-copy-model",
-                      "0.20.0": "rotary-copy-model"}  # fmt: skip
-    assert rules_for("0.21.0").qwen_vl_vision_stage == "rotary-copy-native-norm"
-    assert rules_for("0.34.0").qwen_vl_vision_stage == "rotary-copy-native-norm"
-    assert vision_peak("rotary-copy-model", 1280, 3420, 1, 2) == (3 * 1280 + 3 * 3420) * 2
-    native = vision_peak("rotary-copy-native-norm", 1280, 3420, 1, 2)
-    assert native == (5 * 1280 + 3 * 3420) * 2
-    assert vision_peak("rotary-copy-model", 1280, 640, 2, 2) == (4 + 8 // 2) * 1280 * 2
-    assert vision_peak("rotary-copy-native-norm", 1280, 640, 2, 2) == (4 + 8 // 2) * 1280 * 2
+    stages = {v: rules_for(v).qwen_vl_vision_stage for v in ("0.11.2", "0.12.0", "0.16.0")}
+    assert stages == {"0.11.2": "rotary-reshape-fp32", "0.12.0": "rotary-reshape-native-norm",
+                      "0.16.0": "rotary-reshape-native-norm"}  # fmt: skip
+    for version in ("0.17.0", "0.20.0", "0.21.0", "0.34.0"):
+        assert rules_for(version).qwen_vl_vision_stage == "rotary-copy-native-norm"
+    for rule in ("rotary-copy", "rotary-reshape"):
+        assert vision_peak(f"{rule}-model", 1280, 3420, 1, 2) == (3 * 1280 + 3 * 3420) * 2
+        native = vision_peak(f"{rule}-native-norm", 1280, 3420, 1, 2)
+        assert native == (5 * 1280 + 3 * 3420) * 2
+        assert vision_peak(f"{rule}-model", 1280, 640, 2, 2) == (4 + 8 // 2) * 1280 * 2
+        assert vision_peak(f"{rule}-native-norm", 1280, 640, 2, 2) == (4 + 8 // 2) * 1280 * 2
 
 
-def test_enforce_eager_keeps_the_residual_norm_in_place() -> None:
-    """From 0.21 the fused residual norm's native (out-of-place) kernel comes first only when
-    inductor compiles (vLLM 0.21.0 platforms/cuda.py:576; 0.34.0 kernels/vllm_c.py registers
-    the in-place kernel): under --enforce-eager the MLP stage is 0.17's 3 × hidden + 3 ×
-    intermediate again, 2 × 1280 × 2 bytes a patch less."""
-    kwargs: dict[str, Any] = {"weights": "15.6GiB", "vllm_version": "0.21", "max_model_len": 4096}
+@pytest.mark.parametrize(
+    ("version", "rule"),
+    [("0.12", "rotary-reshape"), ("0.17", "rotary-copy"), ("0.21", "rotary-copy")],
+)
+def test_enforce_eager_keeps_the_residual_norm_in_place(version: str, rule: str) -> None:
+    """The fused residual norm runs out of place only when inductor compiles: --enforce-eager
+    sets -O0 (vLLM 0.12.0 config/vllm.py:596-602), so mode NONE and custom_ops "all" (:637-644)
+    and RMSNorm's forward_cuda calls the in-place fused_add_rms_norm (0.12.0 layernorm.py:
+    194-205); from 0.21 the in-place vllm_c kernel comes first without inductor (0.21.0
+    platforms/cuda.py:576; 0.34.0 kernels/vllm_c.py). The MLP stage is then 3 × hidden + 3 ×
+    intermediate, 2 × 1280 × 2 bytes a patch less."""
+    kwargs: dict[str, Any] = {"weights": "15.6GiB", "vllm_version": version, "max_model_len": 4096}
     compiled = _part(_estimate(QWEN25VL, **kwargs)).inputs
     eager = _part(_estimate(QWEN25VL, enforce_eager=True, **kwargs)).inputs
-    assert compiled["encoder_forward_rule"] == "rotary-copy-native-norm"
-    assert eager["encoder_forward_rule"] == "rotary-copy-model"
+    assert compiled["encoder_forward_rule"] == f"{rule}-native-norm"
+    assert eager["encoder_forward_rule"] == f"{rule}-model"
     patches = compiled["patches_per_item"] * compiled["items"]
     assert compiled["forward_bytes"] - eager["forward_bytes"] == patches * 2 * 1280 * 2
 
