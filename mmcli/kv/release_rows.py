@@ -80,6 +80,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "mm_tie_later_name": False,
             "v2_encoder_profile": False,
             "qwen_vl_vision_stage": "rotary-each-fp32",
+            "siglip_vision_stage": "envelope",
             "qwen3_vl_video": "none",
             "mm_dummy_tokens": "embeds",
             "mistral3_image_size": "vision-config",
@@ -127,6 +128,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "qwen3_vl_video": "frames",
             "qwen_vl_image": "factor",
             "mm_dummy_tokens": "embeds",
+            "siglip_vision_stage": "siglip-qkv-views",
         },
     ),
     (

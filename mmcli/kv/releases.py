@@ -229,6 +229,10 @@ class EngineRules:
     #: kernel, first under the default compiled mode); ``"rotary-copy-model"``: the same under
     #: --enforce-eager (the in-place fused residual norm).
     qwen_vl_vision_stage: str
+    #: Gemma 3's SigLIP vision block: the generic per-patch envelope (``"envelope"``) or, from
+    #: 0.13, the tallied block (``"siglip-qkv-views"``: q/k/v views of the qkv output into
+    #: flash attention, out-of-place LayerNorm and GELU, the embeddings kept in a list).
+    siglip_vision_stage: str
     #: A dummy item of a model without its own count (``get_mm_max_tokens_per_item`` None)
     #: counted by its encoder outputs (``"embeds"``, ``get_num_embeds``) or, 0.10.1 – 0.12
     #: (``get_mm_max_contiguous_tokens``), by its placeholder tokens (``"placeholder"``,
@@ -259,8 +263,8 @@ CLI_FIELDS: Final = frozenset({"max_len_tera", "max_len_auto", "dotted_o_cc"})
 #: KV memory.
 ENCODER_FIELDS: Final = frozenset(
     {"mm_items_per_prompt", "qwen_vl_video", "qwen_vl_image", "mm_tie_later_name",
-     "v2_encoder_profile", "qwen_vl_vision_stage", "qwen3_vl_video", "mm_dummy_tokens",
-     "mistral3_image_size"}
+     "v2_encoder_profile", "qwen_vl_vision_stage", "siglip_vision_stage", "qwen3_vl_video",
+     "mm_dummy_tokens", "mistral3_image_size"}
 )  # fmt: skip
 
 _VERSION = re.compile(r"^v?(\d{1,4})\.(\d{1,4})(?:\.(\d{1,4}))?(?:[.+-]?[0-9A-Za-z.+-]*)?$")

@@ -118,10 +118,15 @@ def encoder_profile(
     wide = (3 if tower.gated else 2) * tower.intermediate
     pixels = patches * tower.pixels_per_patch * PIXEL_BYTES
     per_patch = (2 * tower.hidden + (3 * tower.hidden + wide) // tp) * d
-    stage = rules.qwen_vl_vision_stage if doc.get("model_type") == "qwen2_5_vl" else "envelope"
+    stage = {
+        "qwen2_5_vl": rules.qwen_vl_vision_stage,
+        "gemma3": rules.siglip_vision_stage,
+    }.get(str(doc.get("model_type")), "envelope")
     if enforce_eager and stage in OUT_OF_PLACE_NORM:
         stage = OUT_OF_PLACE_NORM[stage]
-    if stage != "envelope":
+    if stage in SIGLIP_STAGES:
+        per_patch = siglip_peak(tower.hidden, tower.intermediate, tp, d)
+    elif stage != "envelope":
         per_patch = vision_peak(stage, tower.hidden, tower.intermediate, tp, d)
     forward = pixels + patches * per_patch
     rows = batch.tokens if batch.embeds is None else batch.embeds
@@ -211,6 +216,30 @@ def vision_peak(stage: str, hidden: int, intermediate: int, tp: int, d: int) -> 
         stages[0] += 3 * hidden * d
         stages.append((whole + 6) * hidden * d + 3 * hidden * d // tp)
     return max(stages)
+
+
+#: Gemma 3's SigLIP vision block by release rule (``siglip_vision_stage``): q/k/v stay views of
+#: the qkv projection's output (chunk, view, flatten: no copy) into the flash-attention
+#: kernel, which writes one new output; LayerNorm and the tanh GELU return new tensors (no
+#: custom op on CUDA, so ``--enforce-eager`` changes nothing); the encoder keeps its input
+#: embeddings in a list through every layer.
+SIGLIP_STAGES: Final = frozenset({"siglip-qkv-views"})
+
+
+def siglip_peak(hidden: int, intermediate: int, tp: int, d: int) -> int:
+    """Bytes a patch holds at the peak of a SigLIP vision block (:data:`SIGLIP_STAGES`).
+    Whole: the kept embeddings, the block's input (the encoder loop and ``_call_impl``'s
+    ``*args`` hold it) and its normed copy. Attention stage, at the output projection: qkv (3)
+    and the attention output (1) per rank, the projection's output whole. MLP stage: the
+    attention's output (the new residual) and its normed copy whole beside the first linear's
+    output and its GELU (per rank), or, at the second linear, the GELU beside its output
+    whole. At tp > 1 each row-parallel all-reduce returns a new whole tensor beside the rank's
+    partial sum."""
+    reduce = 1 if tp > 1 else 0
+    attention = (4 + reduce) * hidden * d + 4 * hidden * d // tp
+    activation = 4 * hidden * d + 2 * intermediate * d // tp
+    projection = (5 + reduce) * hidden * d + intermediate * d // tp
+    return max(attention, activation, projection)
 
 
 def _named(doc: dict[str, Any], max_num_batched_tokens: int) -> Component:

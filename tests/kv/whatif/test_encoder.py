@@ -47,18 +47,20 @@ def test_gemma3_dummy_batch_and_what_it_adds() -> None:
     max(1, min(8192 // 256, 1024 × min(999, 131072 // 256))) = 32 images, each 256 tokens
     (gemma3_mm.py get_num_image_tokens, no pan-and-scan) from (896 / 14)² = 4,096 SigLIP
     patches. Forward: 32 × 3 × 896² float32 pixels = 308,281,344 B, plus 131,072 patches ×
-    (2 × 1152 + 3 × 1152 + 2 × 4304) × 2 B = 3,766,484,992 B; outputs 32 × 256 × 5376 × 2 B
-    = 88,080,384 B. The torch peak is max(forward, outputs + text peak)."""
+    the SigLIP block's peak at its GELU (test_siglip_vision_block_tally) (4 × 1152 + 2 × 4304)
+    × 2 B = 3,464,495,104 B; outputs 32 × 256 × 5376 × 2 B = 88,080,384 B. The torch peak is
+    max(forward, outputs + text peak)."""
     est = _estimate()
     part, text = _part(est), _part(est, "activation peak")
     got = part.inputs
     assert (got["modality"], got["items"], got["tokens_per_item"]) == ("image", 32, 256)
     assert (got["patches_per_item"], got["encoder_budget"]) == (4096, 8192)
     assert got["pixel_values_bytes"] == 308_281_344
-    assert got["forward_bytes"] == 308_281_344 + 3_766_484_992
+    assert got["forward_bytes"] == 308_281_344 + 3_464_495_104
+    assert got["encoder_forward_rule"] == "siglip-qkv-views"
     assert got["outputs_bytes"] == 88_080_384
     assert got["text_peak_bytes"] == text.bytes
-    assert part.estimated and part.bytes == 308_281_344 + 3_766_484_992 - text.bytes
+    assert part.estimated and part.bytes == 308_281_344 + 3_464_495_104 - text.bytes
     assert part.to_json()["bytes"] == part.bytes
     assert dict(est.terms())["− encoder profile (estimate)"] == -part.bytes
 
@@ -472,3 +474,52 @@ def test_gemma3_where_vllm_counts_the_whole_placeholder() -> None:
     for version in ("0.10.0", "0.13"):
         got = _part(_estimate(vllm_version=version, max_num_seqs=256)).inputs
         assert got["tokens_per_item"] == 256 and got["items"] == 32
+
+
+def test_siglip_vision_block_tally() -> None:
+    """Gemma 3's SigLIP block (vision hidden 1152, intermediate 4304, 16 heads of 72), per
+    patch in the model dtype. vLLM 0.34.0 model_executor/models/siglip.py: SiglipEncoder
+    keeps the embeddings in hidden_states_pool (:534) through every layer; the layer
+    (:480-495) holds its input (also _call_impl's args) and layer_norm1's new output;
+    SiglipAttention.forward (:396-406): qkv_proj's output (3 per rank), chunk → views, and
+    MMEncoderAttention (enabled() always True, :503; forward_cuda :777 → _forward_fa :553;
+    view_qkv_to_4d :506 views) calls flash_attn_maxseqlen_wrapper (v1/attention/ops/
+    vit_attn_wrappers.py:60 rearrange of views, :69 one new output, 1 per rank); FLASH_ATTN
+    is the first ViT backend on CUDA (platforms/cuda.py:562-569; head 72 % 8 == 0,
+    v1/attention/backends/flash_attn.py:425). out_proj's output is whole: 3 + 1 whole, 4 per
+    rank. MLP (:446-450): the attention output (the residual) and layer_norm2's output whole
+    beside fc1's output and nn.GELU(approximate="tanh") (activation.py:826) per rank: 4 ×
+    1152 + 2 × 4304 units, over 5 × 1152 + 4304 at fc2. At tp 2 each row-parallel all-reduce
+    (linear.py:1851) returns a new whole tensor: fc2's stage 6 × 1152 + 4304 / 2 leads."""
+    from mmcli.kv.whatif.encoder import siglip_peak
+
+    assert siglip_peak(1152, 4304, 1, 2) == (4 * 1152 + 2 * 4304) * 2
+    assert siglip_peak(1152, 4304, 2, 2) == (6 * 1152 + 4304 // 2) * 2
+    # A narrow MLP leaves the attention stage at its output projection: 4 + 4 units.
+    assert siglip_peak(1152, 1152, 1, 2) == 8 * 1152 * 2
+
+
+@pytest.mark.parametrize(
+    ("version", "rule"),
+    [("0.10.0", "envelope"), ("0.13", "siglip-qkv-views"), ("0.22", "siglip-qkv-views"),
+     ("0.32", "siglip-qkv-views"), ("0.34", "siglip-qkv-views")],
+)  # fmt: skip
+def test_siglip_vision_stage_per_release(version: str, rule: str) -> None:
+    """0.10.0's MultiHeadAttention (attention/layer.py:357) has no flash path (xformers or
+    SDPA), left to the envelope. 0.13.0 attention/layer.py:481-527: views flattened into
+    flash_attn_varlen_func (FLASH_ATTN on CUDA at cc >= 8, platforms/cuda.py
+    get_vit_attn_backend), one new output; from 0.14 MMEncoderAttention as in 0.34 (the
+    SigLIP forwards unchanged by AST from 0.11.1). 0.32.0 swaps nn.LayerNorm for vLLM's
+    LayerNorm, whose forward_cuda is forward_native, F.layer_norm (0.34.0 layernorm.py:
+    221-270): the same tensors. No custom op decides a kernel on CUDA, so --enforce-eager
+    gives the same forward."""
+    assert rules_for(version).siglip_vision_stage == rule
+    if version == "0.10.0":
+        return
+    compiled = _part(_estimate(vllm_version=version)).inputs
+    eager = _part(_estimate(vllm_version=version, enforce_eager=True)).inputs
+    assert compiled["encoder_forward_rule"] == rule
+    assert compiled["forward_bytes"] == eager["forward_bytes"]
+    patches = compiled["patches_per_item"] * compiled["items"]
+    per_patch = (compiled["forward_bytes"] - compiled["pixel_values_bytes"]) // patches
+    assert per_patch == (4 * 1152 + 2 * 4304) * 2
