@@ -156,6 +156,18 @@ def _max_len(request: PlanRequest, model: ModelConfig) -> int | None:
         return None
 
 
+def _refuse_encoder_flags(estimate: Estimate, flags: tuple[str, ...]) -> None:
+    """The encoder profile is estimated for a tensor-parallel encoder on the default vision
+    attention: a serve line that changes either is refused where the profile is estimated."""
+    if any(c.name == "encoder profile" and c.estimated for c in estimate.components):
+        raise InputError(
+            f"{', '.join(flags)} on the serve line change(s) the multimodal encoder's forward "
+            "that the --gpu estimate's encoder profile counts (a tensor-parallel encoder on "
+            "the default vision attention)",
+            hint="plan with --memory (the KV memory the engine logs), or without the flag",
+        )
+
+
 def _refuse_length_dependent_estimate(
     estimate: Estimate,
     profile: Profile,
@@ -240,6 +252,8 @@ def plan_run(request: PlanRequest, *, inputs_read: Callable[[], None] | None = N
         )
 
     estimate, weights = budget(profile)
+    if estimate is not None and got.serve is not None and got.serve.encoder:
+        _refuse_encoder_flags(estimate, got.serve.encoder)
     if estimate is not None and got.sweep is not None and got.sweep.parameter == "max-model-len":
         _refuse_length_dependent_estimate(estimate, profile, got.sweep.values, budget)
     options = _options(request, estimate)

@@ -97,6 +97,10 @@ GRAPHS = frozenset(
     }
 )
 
+#: Settings that change the multimodal encoder's forward in the profile run (its sharding, its
+#: attention kernel): they matter when ``--gpu`` estimates the encoder profile.
+ENCODER = frozenset({"mm_encoder_tp_mode", "mm_encoder_attn_backend"})
+
 _DTYPES = {"half": "float16", "float16": "float16", "bfloat16": "bfloat16", "float": "float32",
            "float32": "float32"}  # fmt: skip
 _PREFIXES = (("vllm", "serve"), ("python", "-m", "vllm.entrypoints.openai.api_server"),
@@ -115,6 +119,18 @@ class ServeArgs:
     weights: tuple[str, ...] = ()
     #: vLLM setting → the flag as the line wrote it.
     sources: dict[str, str] = field(default_factory=dict)
+    #: The values of the :data:`ENCODER` settings the line sets.
+    encoder_values: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def encoder(self) -> tuple[str, ...]:
+        """The flags that change the encoder's forward (see :data:`ENCODER`); a tensor-parallel
+        encoder (``--mm-encoder-tp-mode weights``, the default) is the one estimated."""
+        return tuple(
+            flag
+            for setting, flag in self.sources.items()
+            if setting in ENCODER and self.encoder_values.get(setting) != "weights"
+        )
 
     @property
     def graphs(self) -> tuple[str, ...]:
@@ -301,7 +317,8 @@ def _classify(
             (weights if setting in WEIGHTS else others).append(flag)
             if setting in WEIGHTS:
                 applied[setting] = raw
-    return ServeArgs(release, model, applied, tuple(others), tuple(weights), dict(sources))
+    encoder = {k: values[k] for k in ENCODER if k in values}
+    return ServeArgs(release, model, applied, tuple(others), tuple(weights), dict(sources), encoder)
 
 
 def _model(model: str | None, value: Any, flag: str) -> str:

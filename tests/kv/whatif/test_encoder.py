@@ -523,3 +523,21 @@ def test_siglip_vision_stage_per_release(version: str, rule: str) -> None:
     patches = compiled["patches_per_item"] * compiled["items"]
     per_patch = (compiled["forward_bytes"] - compiled["pixel_values_bytes"]) // patches
     assert per_patch == (4 * 1152 + 2 * 4304) * 2
+
+
+def test_serve_flags_that_change_the_encoder_forward() -> None:
+    """vLLM 0.20.0 config/multimodal.py: ``mm_encoder_tp_mode`` is "weights" (the tensor-
+    parallel encoder the profile estimate counts) or "data" (each rank runs whole images), and
+    ``mm_encoder_attn_backend`` picks the vision attention kernel: either changes the encoder
+    forward, so with --gpu and an estimated encoder profile the line is refused. "weights",
+    or a text-only model, plans as before."""
+    line = f"vllm serve {QWEN25VL} --max-model-len 32768"
+    fields: dict[str, Any] = {"gpu": "H100", "weights": "15.6GiB"}
+    for flag in ("--mm-encoder-tp-mode data", "--mm-encoder-attn-backend TORCH_SDPA"):
+        with pytest.raises(InputError, match="encoder's forward") as info:
+            plan_run(PlanRequest(serve=f"{line} {flag}", **fields))
+        assert flag.split()[0] in info.value.message
+    assert plan_run(PlanRequest(serve=f"{line} --mm-encoder-tp-mode weights", **fields))
+    text_line = f"vllm serve {TEXT_ONLY} --mm-encoder-tp-mode data"
+    text = plan_run(PlanRequest(serve=text_line, **fields))
+    assert text.estimate is not None
