@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
     from mmcli.kv.explain.profiler_lines import MemoryProfile
@@ -73,8 +74,7 @@ def compare_memory(
     doc: dict[str, Any],
     rules: EngineRules,
     gpu: str | None,
-    processor: Path | None = None,
-    video_processor: Path | None = None,
+    side_file: Callable[[str], Path | None] | None = None,
 ) -> MemoryComparison | None:
     """The memory section of ``log`` (None when it prints no profiler figure)."""
     from mmcli.kv.whatif import components as c
@@ -145,8 +145,7 @@ def compare_memory(
     encoder = None
     if geo is not None and tokens is not None and seqs is not None:
         peak = c.activation_peak(geo, tokens, seqs, tp).bytes
-        files = (processor, video_processor)
-        encoder = _encoder(log, doc, rules, runner, (tokens, seqs, tp), geo, peak, files, notes)
+        encoder = _encoder(log, doc, rules, runner, (tokens, seqs, tp), geo, peak, side_file, notes)
     inputs["model_runner"] = (runner, "the release's default for the config")
     graphs = (
         _gib(
@@ -201,7 +200,7 @@ def _encoder(
     batch: tuple[int, int, int],
     geo: Geometry,
     text_peak: int,
-    files: tuple[Path | None, Path | None],
+    side_file: Callable[[str], Path | None] | None,
     notes: list[str],
 ) -> float | None:
     """The encoder profile's estimate on the log's settings (None: no encoder, or not
@@ -216,10 +215,9 @@ def _encoder(
         settings = mm_settings(
             doc,
             lambda: log.max_model_len,
-            lambda: files[0],
+            side_file,
             log.dict_args.get("limit_mm_per_prompt"),
             log.dict_args.get("mm_processor_kwargs"),
-            lambda: files[1],
         )
     except InputError as err:
         notes.append(f"the encoder profile is not estimated: the log's {err.message}")
@@ -272,17 +270,6 @@ def explain_vllm_log(
 
     explanation = explain_log(config, log, vllm_version=vllm_version)
     rules = rules_for(explanation.options.vllm_version)
-    from mmcli.kv.whatif.encoder import PROCESSOR_FILE, VIDEO_PROCESSOR_FILE, encoder_sections
-
-    doc = doc or {}
-    files: tuple[Path | None, Path | None] = (None, None)
-    if source is not None and encoder_sections(doc):
-        from mmcli.kv.whatif.mm_dummy import QWEN3_VL
-
-        video = doc.get("model_type") in QWEN3_VL  # the one family with a video processor file
-        files = (
-            source.side_file(PROCESSOR_FILE),
-            source.side_file(VIDEO_PROCESSOR_FILE) if video else None,
-        )
-    explanation.memory = compare_memory(log, doc, rules, gpu, *files)
+    side_file = None if source is None else source.side_file
+    explanation.memory = compare_memory(log, doc or {}, rules, gpu, side_file)
     return explanation

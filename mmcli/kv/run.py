@@ -14,6 +14,7 @@ sglang``, ``trtllm`` or ``all``). Bad input raises :class:`~mmcli.errors.InputEr
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -156,10 +157,15 @@ def _max_len(request: PlanRequest, model: ModelConfig) -> int | None:
         return None
 
 
+def _counts_an_encoder(estimate: Estimate) -> bool:
+    """Whether the estimate takes off an estimated multimodal encoder profile."""
+    return any(c.name == "encoder profile" and c.estimated for c in estimate.components)
+
+
 def _refuse_encoder_flags(estimate: Estimate, flags: tuple[str, ...]) -> None:
     """The encoder profile is estimated for a tensor-parallel encoder on the default vision
     attention: a serve line that changes either is refused where the profile is estimated."""
-    if any(c.name == "encoder profile" and c.estimated for c in estimate.components):
+    if _counts_an_encoder(estimate):
         raise InputError(
             f"{', '.join(flags)} on the serve line change(s) the multimodal encoder's forward "
             "that the --gpu estimate's encoder profile counts (a tensor-parallel encoder on "
@@ -180,7 +186,7 @@ def _refuse_length_dependent_estimate(
     estimate moves is refused, naming the lengths."""
     from dataclasses import replace as changed
 
-    if not any(c.name == "encoder profile" and c.estimated for c in estimate.components):
+    if not _counts_an_encoder(estimate):
         return
     moved = []
     for length in lengths:
@@ -206,7 +212,7 @@ def plan_run(request: PlanRequest, *, inputs_read: Callable[[], None] | None = N
     from mmcli.kv.inputs.layer_config import load_document
     from mmcli.kv.inputs.model_source import resolve_model
     from mmcli.kv.whatif.budget import Profile, gpu_budget
-    from mmcli.kv.whatif.encoder import PROCESSOR_FILE, VIDEO_PROCESSOR_FILE, mm_settings
+    from mmcli.kv.whatif.encoder import mm_settings
 
     got = request.resolved
     source = resolve_model(request.model, request.revision)
@@ -219,10 +225,9 @@ def plan_run(request: PlanRequest, *, inputs_read: Callable[[], None] | None = N
     mm = mm_settings(
         doc,
         lambda: _max_len(request, model),
-        lambda: source.side_file(PROCESSOR_FILE),
+        source.side_file,
         request.limit_mm_per_prompt,
         request.mm_processor_kwargs,
-        lambda: source.side_file(VIDEO_PROCESSOR_FILE),
     )
     profile = Profile(
         doc,
@@ -235,7 +240,9 @@ def plan_run(request: PlanRequest, *, inputs_read: Callable[[], None] | None = N
         mm,
     )
 
-    def budget(profile: Profile) -> tuple[Estimate | None, WeightsFigure | None]:
+    def budget(
+        profile: Profile, figure: WeightsFigure | None = None
+    ) -> tuple[Estimate | None, WeightsFigure | None]:
         return gpu_budget(
             request.gpu,
             None if memory is None else str(memory),
@@ -249,13 +256,15 @@ def plan_run(request: PlanRequest, *, inputs_read: Callable[[], None] | None = N
             request.pipeline_parallel_size,
             request.vllm_version,
             profile,
+            figure,
         )
 
     estimate, weights = budget(profile)
     if estimate is not None and got.serve is not None and got.serve.encoder:
         _refuse_encoder_flags(estimate, got.serve.encoder)
     if estimate is not None and got.sweep is not None and got.sweep.parameter == "max-model-len":
-        _refuse_length_dependent_estimate(estimate, profile, got.sweep.values, budget)
+        again = functools.partial(budget, figure=weights)  # the weights read once
+        _refuse_length_dependent_estimate(estimate, profile, got.sweep.values, again)
     options = _options(request, estimate)
     if got.engines.engine in ("sglang", "trtllm"):
         from mmcli.kv.side_by_side import engine_figures

@@ -31,8 +31,10 @@ def gpu_budget(
     pipeline_parallel_size: int,
     vllm_version: str | None = None,
     profile: Profile | None = None,
+    figure: WeightsFigure | None = None,
 ) -> tuple[Estimate | None, WeightsFigure | None]:
-    """``--gpu``'s estimate (vLLM's, when vLLM is planned) and the weights figure it took;
+    """``--gpu``'s estimate (vLLM's, when vLLM is planned) and the weights figure it took
+    (``figure``: one already read, so a second estimate reads no weights again);
     ``utilization`` None is the release's default (0.9, 0.92 from 0.20, 1.0 from 0.34)."""
     if gpu is None:
         if weights is not None or reserve is not None:
@@ -51,7 +53,8 @@ def gpu_budget(
             "give --memory (the exact KV memory) or --gpu (an estimate), not both",
             hint="--memory is what vLLM logs as 'Available KV cache memory'",
         )
-    figure = weights_figure(weights, source, revision)
+    if figure is None:
+        figure = weights_figure(weights, source, revision)
     if engine in ("sglang", "trtllm"):
         return None, figure
     rules = rules_for(vllm_version)

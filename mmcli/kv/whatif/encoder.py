@@ -313,27 +313,28 @@ def parse_kwargs(value: Any, flag: str = "--mm-processor-kwargs") -> dict[str, A
 def mm_settings(
     doc: dict[str, Any],
     max_model_len: Callable[[], int | None],
-    processor_path: Callable[[], Path | None],
+    side_file: Callable[[str], Path | None] | None,
     limits: Any = None,
     kwargs: Any = None,
-    video_processor_path: Callable[[], Path | None] | None = None,
 ) -> MmSettings:
     """The encoder profile's settings for a plan: the requests' limits and processor kwargs,
-    the ``max_model_len`` vLLM runs with, and the model's ``preprocessor_config.json`` (from
-    its folder or Hub repo, where it has one) and, for Qwen3-VL, its
-    ``video_preprocessor_config.json``; a text-only config needs none of them."""
+    the ``max_model_len`` vLLM runs with, and the model's ``preprocessor_config.json`` and,
+    for Qwen3-VL, its ``video_preprocessor_config.json``, each asked of ``side_file`` (the
+    model's file of that name, None where it has none); a text-only config needs none."""
     from mmcli.kv.whatif.mm_dummy import QWEN3_VL
 
     if not encoder_sections(doc):
         return MmSettings()
-    video = None
-    if video_processor_path is not None and doc.get("model_type") in QWEN3_VL:
-        video = _read_json(video_processor_path())
+
+    def read(name: str) -> dict[str, Any] | None:
+        return None if side_file is None else _read_json(side_file(name))
+
+    video = read(VIDEO_PROCESSOR_FILE) if doc.get("model_type") in QWEN3_VL else None
     return MmSettings(
         max_model_len=max_model_len(),
         limits={} if limits is None else parse_limits(limits),
         mm_kwargs={} if kwargs is None else parse_kwargs(kwargs),
-        processor=_read_json(processor_path()),
+        processor=read(PROCESSOR_FILE),
         video_processor=video,
     )
 

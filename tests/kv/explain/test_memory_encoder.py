@@ -20,7 +20,13 @@ from mmcli.kv.releases import rules_for
 ROOT = Path(__file__).resolve().parents[3]
 LOGS = ROOT / "tests/kv/gpu_logs"
 FOLDER = ROOT / "tests/kv/whatif/models/qwen2_5_vl_7b"
-PROCESSOR = FOLDER / "preprocessor_config.json"
+
+
+def beside(name: str) -> Path:
+    """The model folder's file ``name`` (how a model source answers for its side files)."""
+    return FOLDER / name
+
+
 runner = CliRunner()
 
 
@@ -47,13 +53,13 @@ def test_the_logged_batch_beside_mmclis() -> None:
     the tie, and the note says the two differ."""
     log = read_vllm_log(LOGS / "v1-mm-a100-qwen25vl32b.log")
     _, doc = load_document(FOLDER / "config.json")
-    got = compare_memory(log, doc, rules_for("0.11.0"), "A100-80GB", PROCESSOR)
+    got = compare_memory(log, doc, rules_for("0.11.0"), "A100-80GB", beside)
     assert got is not None
     row = {r.component: r for r in got.rows}["encoder profile"]
     assert row.logged_gib is None and row.estimate_gib is not None and row.estimate_gib > 0
     (note,) = [n for n in got.notes if "encoder cache line" in n]
     assert "16,384 tokens, 1 image items (the same)" in note
-    later = compare_memory(log, doc, rules_for("0.20"), "A100-80GB", PROCESSOR)
+    later = compare_memory(log, doc, rules_for("0.20"), "A100-80GB", beside)
     assert later is not None
     assert any("1 video items (they differ" in n for n in later.notes)
 
@@ -62,7 +68,7 @@ def test_the_kv_estimate_takes_the_encoder_off() -> None:
     """KV = total × utilization − weights − activation − encoder − non-torch − graphs."""
     log = read_vllm_log(LOGS / "v1-mm-a100-qwen25vl32b.log")
     _, doc = load_document(FOLDER / "config.json")
-    with_encoder = compare_memory(log, doc, rules_for("0.11.0"), "A100-80GB", PROCESSOR)
+    with_encoder = compare_memory(log, doc, rules_for("0.11.0"), "A100-80GB", beside)
     without = compare_memory(log, doc, rules_for("0.11.0"), "A100-80GB", None)
     assert with_encoder is not None and without is not None
     kv = {r.component: r for r in with_encoder.rows}["KV cache"].estimate_gib

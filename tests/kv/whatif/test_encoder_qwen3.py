@@ -184,19 +184,9 @@ def test_the_video_processor_file_is_read_for_qwen3_vl_only() -> None:
     Qwen3-VL config, and not for another family (Gemma 3 has none to read)."""
     from mmcli.kv.whatif.encoder import mm_settings
 
-    got = mm_settings(
-        _doc(),
-        lambda: 65536,
-        lambda: FOLDER / "preprocessor_config.json",
-        video_processor_path=lambda: FOLDER / "video_preprocessor_config.json",
-    )
+    got = mm_settings(_doc(), lambda: 65536, lambda name: FOLDER / name)
     assert got.video_processor is not None
     assert got.video_processor["size"]["longest_edge"] == 25165824
     other = {"model_type": "gemma3", "vision_config": {"hidden_size": 1152}}
-    got = mm_settings(
-        other,
-        lambda: 4096,
-        lambda: None,
-        video_processor_path=lambda: FOLDER / "video_preprocessor_config.json",
-    )
+    got = mm_settings(other, lambda: 4096, lambda name: FOLDER / name)
     assert got.video_processor is None
