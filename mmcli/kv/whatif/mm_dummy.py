@@ -30,8 +30,11 @@ if TYPE_CHECKING:
 DEFAULT_LIMIT: Final = 999
 #: The most frames a dummy video has (``_MAX_FRAMES_PER_VIDEO``, qwen2_vl.py), by release rule.
 _VIDEO_FRAME_CAP: Final = {"less-image-16": 16, "seq-16": 16, "seq-14": 14}
-#: The model types of Qwen3-VL (dense and MoE; Qwen3-VL-Embedding is a ``qwen3_vl``).
-QWEN3_VL: Final = ("qwen3_vl", "qwen3_vl_moe")
+#: The model types with Qwen3-VL's processing and vision tower: Qwen3-VL (dense and MoE;
+#: Qwen3-VL-Embedding is a ``qwen3_vl``) and Qwen3.5 / Qwen3.6 (``qwen3_5``, ``qwen3_5_moe``,
+#: whose ``Qwen3_5ProcessingInfo`` and dummy builder are Qwen3-VL's and whose tower is
+#: ``Qwen3_VisionTransformer``, qwen3_5.py of every release that serves them).
+QWEN3_VL: Final = ("qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe")
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """Qwen3-VL's dummy image and video (``Qwen3VLProcessingInfo``, qwen3_vl.py), for the encoder
-profile's dummy batch (:mod:`mmcli.kv.whatif.mm_dummy`).
+profile's dummy batch (:mod:`mmcli.kv.whatif.mm_dummy`); Qwen3.5 / Qwen3.6 take the same
+(qwen3_5.py subclasses it, with Qwen3-VL's dummy builder and vision tower).
 
 The image of most features is Qwen2-VL's (the image processor's ``size["longest_edge"]``
 pixels, patch × merge units). The video of most features starts from that image's size and,
