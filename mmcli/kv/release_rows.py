@@ -84,6 +84,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "qwen3_vl_video": "none",
             "mm_dummy_tokens": "embeds",
             "mistral3_image_size": "vision-config",
+            "gemma4_image_tokens": "unserved",
         },
     ),
     (
@@ -163,7 +164,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
         },
     ),
     ("0.18", {"group_threshold": 1.5, "dsa_fp8_backend": True, "dsa_block_forced": False}),
-    ("0.19", {"check": "all-groups"}),
+    ("0.19", {"check": "all-groups", "gemma4_image_tokens": "config"}),
     (
         "0.20",
         {
@@ -176,7 +177,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
         },
     ),
     ("0.20.1", {"tokens_from_concurrency": True}),
-    ("0.21", {"indexer_sharing": True}),
+    ("0.21", {"indexer_sharing": True, "gemma4_image_tokens": "kwargs"}),
     (
         "0.22",
         {

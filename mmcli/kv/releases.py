@@ -241,6 +241,10 @@ class EngineRules:
     #: Mistral 3's dummy image side: ``vision_config.image_size`` (``"vision-config"``) or, from
     #: 0.29, the image processor's ``size["longest_edge"]`` (``"processor"``).
     mistral3_image_size: str
+    #: Gemma 4's dummy image tokens: no Gemma 4 multimodal model (``"unserved"``), from 0.19
+    #: ``vision_config.default_output_length`` (``"config"``), from 0.21 the
+    #: ``--mm-processor-kwargs`` ``max_soft_tokens`` where given (``"kwargs"``).
+    gemma4_image_tokens: str
 
 
 #: The rules that matter only with pipeline stages (``--pipeline-parallel-size`` > 1).
@@ -264,7 +268,7 @@ CLI_FIELDS: Final = frozenset({"max_len_tera", "max_len_auto", "dotted_o_cc"})
 ENCODER_FIELDS: Final = frozenset(
     {"mm_items_per_prompt", "qwen_vl_video", "qwen_vl_image", "mm_tie_later_name",
      "v2_encoder_profile", "qwen_vl_vision_stage", "siglip_vision_stage", "qwen3_vl_video",
-     "mm_dummy_tokens", "mistral3_image_size"}
+     "mm_dummy_tokens", "mistral3_image_size", "gemma4_image_tokens"}
 )  # fmt: skip
 
 _VERSION = re.compile(r"^v?(\d{1,4})\.(\d{1,4})(?:\.(\d{1,4}))?(?:[.+-]?[0-9A-Za-z.+-]*)?$")

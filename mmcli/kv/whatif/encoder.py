@@ -113,6 +113,8 @@ def encoder_profile(
         return _named(doc, max_num_batched_tokens), NOTE.format(reason=str(exc))
     if batch is None:
         return None, "--limit-mm-per-prompt disables every modality: no encoder profile"
+    if batch.forward_note is not None:
+        return _named(doc, max_num_batched_tokens), NOTE.format(reason=batch.forward_note)
     tower, d = batch.tower, dtype_bytes
     patches = batch.items * batch.patches
     wide = (3 if tower.gated else 2) * tower.intermediate

@@ -10,7 +10,8 @@ and max(1, min(budget // tokens, max_num_seqs × items a prompt)) items, where i
 the ``--limit-mm-per-prompt`` count (999 by default) and, from 0.10.1, at most
 ``max_model_len // tokens``. The families mirrored are Gemma 3 (a fixed SigLIP grid),
 Qwen2-VL / Qwen2.5-VL (dynamic resolution, images and videos), Qwen3-VL
-(:mod:`mmcli.kv.whatif.mm_qwen3`) and Mistral 3 (:mod:`mmcli.kv.whatif.mm_mistral3`); for
+(:mod:`mmcli.kv.whatif.mm_qwen3`), Mistral 3 (:mod:`mmcli.kv.whatif.mm_mistral3`) and
+Gemma 4's dummy items (:mod:`mmcli.kv.whatif.mm_gemma4`, its forward not mirrored); for
 any other the caller names the encoder profile without estimating it.
 """
 
@@ -53,6 +54,8 @@ class DummyBatch:
     #: Rows of encoder output an item (None: one a placeholder token; Qwen3-VL's video item
     #: before its timestamps were counted apart has 12.5 placeholder tokens a row).
     embeds: int | None = None
+    #: Why the encoder forward of this batch is not estimated (None: it is).
+    forward_note: str | None = None
 
 
 def dummy_batch(
@@ -73,6 +76,7 @@ def dummy_batch(
     limits = _counts(limits or {})
     kwargs = dict(mm_kwargs or {})
     rows: dict[str, int] = {}
+    note: str | None = None
     if kind == "gemma3":
         per_item, towers = _gemma3(doc, rules, kwargs)
     elif kind in ("qwen2_vl", "qwen2_5_vl"):
@@ -96,6 +100,13 @@ def dummy_batch(
             "a Mistral own-format checkpoint (params.json, tokenizer_mode mistral): its "
             "mistral_common processor's dummy items are not mirrored"
         )
+    elif kind == "gemma4":
+        from mmcli.kv.whatif.mm_gemma4 import FORWARD_NOTE, gemma4
+
+        per_item, towers, rows = gemma4(
+            doc, rules, processor, kwargs, _text_hidden(doc), limits, DEFAULT_LIMIT
+        )
+        note = FORWARD_NOTE
     else:
         raise NotMirrored(f"model_type {kind!r}: its processor's dummy items are not mirrored")
     enabled = {m: t for m, t in per_item.items() if limits.get(m, DEFAULT_LIMIT) > 0}
@@ -112,7 +123,9 @@ def dummy_batch(
     items = max(1, min(budget // tokens, max_num_seqs * per_prompt))
     tower, patches = towers[modality]
     inputs = {"tokens_by_modality": dict(per_item), "limit_mm_per_prompt": limit}
-    return DummyBatch(modality, tokens, items, patches, budget, tower, inputs, rows.get(modality))
+    return DummyBatch(
+        modality, tokens, items, patches, budget, tower, inputs, rows.get(modality), note
+    )
 
 
 def _counts(limits: dict[str, Any]) -> dict[str, int]:

@@ -1,0 +1,110 @@
+"""Gemma 4's dummy items (``Gemma4ProcessingInfo`` and ``Gemma4DummyInputsBuilder``,
+gemma4_mm.py from vLLM 0.19), for the encoder profile's dummy batch
+(:mod:`mmcli.kv.whatif.mm_dummy`).
+
+Counts (``get_mm_max_tokens_per_item``): an image is ``vision_config.default_output_length``
+tokens (``"config"``) or, from 0.21, the ``--mm-processor-kwargs`` ``max_soft_tokens`` where it
+is one of 70, 140, 280, 560, 1120 (``"kwargs"``); a video is 32 frames × (70 soft tokens + 2
+begin/end-of-image + 6 timestamp tokens) = 2496; audio (only with an ``audio_config``) the
+processor's ``audio_seq_length``. The dummy image and each of the 32 video frames is 224 × 224
+(the image processor sets no ``size``); the processor pads a frame's patches to
+``max_soft_tokens`` × ``pooling_kernel_size``² and the tower encodes them all; a frame gives
+``_compute_num_soft_tokens`` output rows (224 × 224 at 70 soft tokens: 64).
+
+The tower's forward is not mirrored: before 0.22 one image or frame is encoded at a time, from
+0.22 in chunks sized from the free GPU memory (``_encoder_chunk``), and vLLM names the position
+embedding's one-hot transient, not the residual stream, as its peak.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any, Final
+
+from mmcli.kv.whatif.mm_common import NotMirrored, Tower, num
+
+if TYPE_CHECKING:
+    from mmcli.kv.releases import EngineRules
+
+#: Soft tokens a video frame and the frames of the dummy video (``_VIDEO_MAX_SOFT_TOKENS``,
+#: ``_VIDEO_MAX_FRAMES``); tokens around each frame: begin/end-of-image 2, timestamp 6.
+FRAME_SOFT_TOKENS: Final = 70
+VIDEO_FRAMES: Final = 32
+FRAME_EXTRA_TOKENS: Final = 2 + 6
+#: The ``max_soft_tokens`` values the processor accepts (``_SUPPORTED_SOFT_TOKENS``).
+SOFT_TOKENS: Final = (70, 140, 280, 560, 1120)
+#: The dummy image's side when the image processor has no ``size`` (``get_dummy_mm_data``).
+DUMMY_SIDE: Final = 224
+#: Why the encoder profile is named, not estimated, once the batch is known.
+FORWARD_NOTE: Final = (
+    "Gemma 4's vision tower encodes an image or frame at a time, or chunks sized from free GPU "
+    "memory (gemma4_mm.py _encoder_chunk), its peak the position one-hot: not mirrored"
+)
+
+
+def soft_tokens(width: int, height: int, patch: int, pool: int, budget: int) -> int:
+    """Output rows of an image ``width`` × ``height`` at ``budget`` soft tokens: resized to
+    fill ``budget`` × pool² patches in multiples of patch × pool, then pooled by pool²."""
+    unit = patch * pool
+    scale = math.sqrt(budget * pool * pool / ((height / patch) * (width / patch)))
+    side_h = max(unit, math.floor(height * scale / unit) * unit)
+    side_w = max(unit, math.floor(width * scale / unit) * unit)
+    return min((side_h // patch) * (side_w // patch) // (pool * pool), budget)
+
+
+def gemma4(
+    doc: dict[str, Any],
+    rules: EngineRules,
+    processor: dict[str, Any] | None,
+    kwargs: dict[str, Any],
+    text_hidden: int,
+    limits: dict[str, int],
+    default_limit: int,
+) -> tuple[dict[str, int], dict[str, tuple[Tower, int]], dict[str, int]]:
+    """Tokens an item, (tower, patches) an item and encoder output rows an item."""
+    if rules.gemma4_image_tokens == "unserved":
+        raise NotMirrored(f"vLLM {rules.release} has no Gemma 4 multimodal model (gemma4_mm.py)")
+    vision = doc.get("vision_config")
+    if not isinstance(vision, dict):
+        raise NotMirrored("the config has no vision_config")
+    if set(kwargs) - {"max_soft_tokens"}:
+        raise NotMirrored("--mm-processor-kwargs of Gemma 4's processor other than max_soft_tokens")
+    size = (processor or {}).get("size")
+    if size:
+        raise NotMirrored("Gemma 4's image processor size in preprocessor_config.json")
+    patch, pool = num(vision, "patch_size"), num(vision, "pooling_kernel_size")
+    image = num(vision, "default_output_length")
+    asked = kwargs.get("max_soft_tokens")
+    if asked is not None:
+        if asked not in SOFT_TOKENS or rules.gemma4_image_tokens != "kwargs":
+            raise NotMirrored(f"--mm-processor-kwargs max_soft_tokens {asked!r} of Gemma 4")
+        image = asked
+    frame = soft_tokens(DUMMY_SIDE, DUMMY_SIDE, patch, pool, FRAME_SOFT_TOKENS)
+    per_item = {
+        "image": image,
+        "video": VIDEO_FRAMES * (FRAME_SOFT_TOKENS + FRAME_EXTRA_TOKENS),
+    }
+    if isinstance(doc.get("audio_config"), dict) and all(
+        limits.get(m, default_limit) <= 0 for m in per_item
+    ):
+        raise NotMirrored("Gemma 4's dummy audio (the processor's audio_seq_length)")
+    tower = Tower(
+        hidden=num(vision, "hidden_size"),
+        intermediate=num(vision, "intermediate_size"),
+        gated=True,
+        layers=num(vision, "num_hidden_layers"),
+        pixels_per_patch=3 * patch * patch,
+        out_hidden=text_hidden,
+    )
+    towers = {
+        "image": (tower, image * pool * pool),
+        "video": (tower, VIDEO_FRAMES * FRAME_SOFT_TOKENS * pool * pool),
+    }
+    rows = {
+        "image": soft_tokens(DUMMY_SIDE, DUMMY_SIDE, patch, pool, image),
+        "video": VIDEO_FRAMES * frame,
+    }
+    return per_item, towers, rows
+
+
+__all__ = ["FORWARD_NOTE", "gemma4", "soft_tokens"]
