@@ -161,6 +161,14 @@ GPUS: Final[tuple[GPU, ...]] = (
         ("B200-180GB",),
     ),
     GPU(
+        "GB200",
+        "186 GB HBM3e (per GPU of a GB200 superchip)",
+        _gib(184.31),
+        "torch's OOM message 'GPU 3 has a total capacity of 184.31 GiB' under 'GPU: 4x NVIDIA "
+        "GB200 (184 GiB), TP=4', https://github.com/vllm-project/vllm/issues/43951",
+        ("GB200-NVL72", "GB200-186GB"),
+    ),
+    GPU(
         "T4",
         "16 GB GDDR6",
         _gib(14.56),

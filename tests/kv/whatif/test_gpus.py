@@ -248,11 +248,11 @@ def test_every_source_is_a_link_or_says_typical() -> None:
 
 @pytest.mark.parametrize(
     "name",
-    # Cards with no citable CUDA / HIP reading found (B300, GB200, GB300): refused rather than
+    # Cards with no citable CUDA / HIP reading found (B300, GB300): refused rather than
     # given an invented figure. An nvidia-smi total alone is not CUDA's (see
     # test_h20_reading_is_torchs_not_nvidia_smis). A bare "MI250" stays refused: the reading
     # names an MI250X (see test_amd_instinct_readings).
-    ["B300", "GB200", "GB300", "MI250"],
+    ["B300", "GB300", "MI250"],
 )
 def test_cards_without_a_cited_reading_are_refused(name: str) -> None:
     with pytest.raises(InputError, match="unknown GPU") as info:
@@ -422,3 +422,17 @@ def test_a10g_reading_is_the_a10gs() -> None:
     assert round(a10g.total_gib, 2) == 22.49
     assert "stable-diffusion-webui/issues/1259" in a10g.source
     assert "A10G" not in AWAITING_A_LINK
+
+
+@pytest.mark.parametrize("name", ["GB200", "gb200", "GB200-NVL72"])
+def test_gb200_reading_is_linked(name: str) -> None:
+    """vllm-project/vllm#43951 ("MoE + --enable-sleep-mode OOM during weight load"): "GPU: 4x
+    NVIDIA GB200 (184 GiB), TP=4" and torch's "torch.OutOfMemoryError: CUDA out of memory.
+    Tried to allocate 20.00 MiB. GPU 3 has a total capacity of 184.31 GiB of which 21.50 MiB is
+    free." The same OOM on 4x GB200 is quoted in the comment on vllm-project/vllm#41268."""
+    gb200 = resolve_gpu(name)
+    assert gb200.name == "GB200" and not gb200.unified
+    # 184.31 × 2³⁰ = 197,901,355,581.44 → 197,901,355,581 B
+    assert gb200.total_bytes == 197_901_355_581
+    assert "https://github.com/vllm-project/vllm/issues/43951" in gb200.source
+    assert gb200 is not resolve_gpu("B200")
