@@ -161,6 +161,17 @@ GPUS: Final[tuple[GPU, ...]] = (
         ("B200-180GB",),
     ),
     GPU(
+        "B300",
+        "288 GB HBM3e",
+        _gib(267.69),
+        "vLLM's start-up line 'Free memory on device (264.19/267.69 GiB) on startup' (free/total "
+        "from torch.cuda.mem_get_info), the fixture its repository's test calls 'the four actual "
+        "B300 vLLM startup reports', https://github.com/SemiAnalysisAI/InferenceX-app/blob/"
+        "450ba1312bde44c75b275dfe247de9974d133bc1/packages/db/src/lib/fixtures/"
+        "agentic-memory-vllm.json",
+        ("B300-SXM", "B300-288GB"),
+    ),
+    GPU(
         "GB200",
         "186 GB HBM3e (per GPU of a GB200 superchip)",
         _gib(184.31),

@@ -248,11 +248,11 @@ def test_every_source_is_a_link_or_says_typical() -> None:
 
 @pytest.mark.parametrize(
     "name",
-    # Cards with no citable CUDA / HIP reading found (B300, GB300): refused rather than
+    # Cards with no citable CUDA / HIP reading found (GB300): refused rather than
     # given an invented figure. An nvidia-smi total alone is not CUDA's (see
     # test_h20_reading_is_torchs_not_nvidia_smis). A bare "MI250" stays refused: the reading
     # names an MI250X (see test_amd_instinct_readings).
-    ["B300", "GB300", "MI250"],
+    ["GB300", "MI250"],
 )
 def test_cards_without_a_cited_reading_are_refused(name: str) -> None:
     with pytest.raises(InputError, match="unknown GPU") as info:
@@ -436,3 +436,25 @@ def test_gb200_reading_is_linked(name: str) -> None:
     assert gb200.total_bytes == 197_901_355_581
     assert "https://github.com/vllm-project/vllm/issues/43951" in gb200.source
     assert gb200 is not resolve_gpu("B200")
+
+
+@pytest.mark.parametrize("name", ["B300", "b300", "B300-SXM"])
+def test_b300_reading_is_linked(name: str) -> None:
+    """SemiAnalysisAI/InferenceX-app@450ba1312bde44c75b275dfe247de9974d133bc1
+    packages/db/src/lib/fixtures/agentic-memory-vllm.json holds vLLM's start-up lines of
+    InferenceX result 440197, "(Worker_TP0 pid=1869365) INFO 08-20 05:19:38 [gpu_worker.py:841]
+    Free memory on device (264.19/267.69 GiB) on startup. Desired GPU memory utilization is
+    (0.95, 254.3 GiB)", which packages/db/src/lib/agentic-memory.test.ts in the same commit
+    calls "the four actual B300 vLLM startup reports" (docs/agentx-memory.md there: "B300 vLLM
+    DeepSeek V4 Pro, result 440197 ... 267.69 GiB device total"). The total after the slash is
+    the start-up snapshot's total_memory (vLLM 0.20.0 vllm/v1/worker/gpu_worker.py formats
+    "Free memory on device (free/total GiB) on startup" from init_snapshot; vllm/utils/
+    mem_utils.py MemorySnapshot.measure reads it from current_platform.mem_get_info)."""
+    b300 = resolve_gpu(name)
+    assert b300.name == "B300" and not b300.unified
+    # 267.69 × 2³⁰ = 287,429,948,866.56 → 287,429,948,867 B
+    assert b300.total_bytes == 287_429_948_867
+    # 0.95 × 267.69 = 254.31 GiB: the log's "(0.95, 254.3 GiB)"
+    assert round(0.95 * b300.total_gib, 1) == 254.3
+    assert "InferenceX-app/blob/450ba1312bde44c75b275dfe247de9974d133bc1" in b300.source
+    assert b300 is not resolve_gpu("B200") and b300 is not resolve_gpu("GB200")
