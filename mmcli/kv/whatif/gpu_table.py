@@ -180,6 +180,15 @@ GPUS: Final[tuple[GPU, ...]] = (
         ("GB200-NVL72", "GB200-186GB"),
     ),
     GPU(
+        "GB300",
+        "288 GB HBM3e (per GPU of a GB300 superchip)",
+        _gib(276.50),
+        "torch's OOM message 'GPU 0 has a total capacity of 276.50 GiB' on a DGX Station ('a "
+        "single GB300 GPU', '277GiB of GPU HBM memory'), https://github.com/stas00/ml-engineering/"
+        "blob/04ceca1fc695c5fcd88c8a25bb5b9b9a3c6d3071/debug/pytorch.md",
+        ("DGX-Station", "GB300-288GB"),
+    ),
+    GPU(
         "T4",
         "16 GB GDDR6",
         _gib(14.56),

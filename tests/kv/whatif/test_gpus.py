@@ -248,11 +248,11 @@ def test_every_source_is_a_link_or_says_typical() -> None:
 
 @pytest.mark.parametrize(
     "name",
-    # Cards with no citable CUDA / HIP reading found (GB300): refused rather than
-    # given an invented figure. An nvidia-smi total alone is not CUDA's (see
-    # test_h20_reading_is_torchs_not_nvidia_smis). A bare "MI250" stays refused: the reading
-    # names an MI250X (see test_amd_instinct_readings).
-    ["GB300", "MI250"],
+    # Cards with no citable CUDA / HIP reading are refused rather than given an invented
+    # figure (B300, GB200 and GB300 were, until their readings were linked). An nvidia-smi
+    # total alone is not CUDA's (see test_h20_reading_is_torchs_not_nvidia_smis). A bare
+    # "MI250" stays refused: the reading names an MI250X (see test_amd_instinct_readings).
+    ["MI250"],
 )
 def test_cards_without_a_cited_reading_are_refused(name: str) -> None:
     with pytest.raises(InputError, match="unknown GPU") as info:
@@ -458,3 +458,20 @@ def test_b300_reading_is_linked(name: str) -> None:
     assert round(0.95 * b300.total_gib, 1) == 254.3
     assert "InferenceX-app/blob/450ba1312bde44c75b275dfe247de9974d133bc1" in b300.source
     assert b300 is not resolve_gpu("B200") and b300 is not resolve_gpu("GB200")
+
+
+@pytest.mark.parametrize("name", ["GB300", "gb300", "DGX Station"])
+def test_gb300_reading_is_linked(name: str) -> None:
+    """stas00/ml-engineering@04ceca1fc695c5fcd88c8a25bb5b9b9a3c6d3071 debug/pytorch.md, on "a
+    DGX Station with 277GiB of GPU HBM memory" ("a single GB300 GPU"), allocates 1 GiB at a time
+    until torch's "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1024.00 MiB.
+    GPU 0 has a total capacity of 276.50 GiB of which 797.44 MiB is free." The GB300 is not
+    an integrated GPU, so vLLM takes its free memory from cudaMemGetInfo as on any discrete
+    card (vLLM 0.20.0 vllm/utils/mem_utils.py MemorySnapshot.measure swaps in the host's
+    available memory only when current_platform.is_integrated_gpu)."""
+    gb300 = resolve_gpu(name)
+    assert gb300.name == "GB300" and not gb300.unified
+    # 276.50 × 2³⁰ = 296,889,614,336 B exactly
+    assert gb300.total_bytes == 296_889_614_336
+    assert "stas00/ml-engineering/blob/04ceca1fc695c5fcd88c8a25bb5b9b9a3c6d3071" in gb300.source
+    assert gb300 is not resolve_gpu("B300")
