@@ -72,7 +72,15 @@ GPUS: Final[tuple[GPU, ...]] = (
         "be680b4654e150e361caeb7e34fe53268f156685/flood/flood/ops/seg_mla.py",
         ("H20-96GB",),
     ),
-    GPU("H200", "141 GB HBM3e", _gib(139.80), _OOM.format("139.80"), ("H200-141GB", "H200-SXM")),
+    GPU(
+        "H200",
+        "141 GB HBM3e",
+        _gib(139.80),
+        "torch's OOM message 'GPU 0 has a total capacity of 139.80 GiB' on 'an H200 node' "
+        "('Indeed, H200 is about 140GiB'), https://github.com/stas00/ml-engineering/blob/"
+        "04ceca1fc695c5fcd88c8a25bb5b9b9a3c6d3071/debug/pytorch.md",
+        ("H200-141GB", "H200-SXM"),
+    ),
     GPU(
         "A100-80GB",
         "80 GB HBM2e",

@@ -233,7 +233,7 @@ def test_a10_and_a10g_are_two_entries() -> None:
 
 #: Entries whose reading predates the rule that each names its public report; they still need
 #: a link (the test below fails when one gains it, or when a new entry has neither).
-AWAITING_A_LINK = {"H200", "L40S"}
+AWAITING_A_LINK = {"L40S"}
 
 
 def test_every_source_is_a_link_or_says_typical() -> None:
@@ -475,3 +475,15 @@ def test_gb300_reading_is_linked(name: str) -> None:
     assert gb300.total_bytes == 296_889_614_336
     assert "stas00/ml-engineering/blob/04ceca1fc695c5fcd88c8a25bb5b9b9a3c6d3071" in gb300.source
     assert gb300 is not resolve_gpu("B300")
+
+
+def test_h200_reading_is_linked() -> None:
+    """stas00/ml-engineering@04ceca1fc695c5fcd88c8a25bb5b9b9a3c6d3071 debug/pytorch.md: "We
+    will be using an H200 node", then torch's "torch.OutOfMemoryError: CUDA out of memory.
+    Tried to allocate 1024.00 MiB. GPU 0 has a total capacity of 139.80 GiB of which 289.25 MiB
+    is free." and "Indeed, H200 is about 140GiB"."""
+    h200 = resolve_gpu("H200")
+    # 139.80 × 2³⁰ = 150,109,106,995.2 → 150,109,106,995 B
+    assert h200.total_bytes == 150_109_106_995
+    assert "stas00/ml-engineering/blob/04ceca1fc695c5fcd88c8a25bb5b9b9a3c6d3071" in h200.source
+    assert "H200" not in AWAITING_A_LINK
