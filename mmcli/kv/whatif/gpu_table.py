@@ -96,7 +96,14 @@ GPUS: Final[tuple[GPU, ...]] = (
         "https://github.com/NVIDIA/TensorRT-LLM/issues/2268",
         ("A100-40G",),
     ),
-    GPU("L40S", "48 GB GDDR6", _gib(44.40), _OOM.format("44.40") + " (L40)", ()),
+    GPU(
+        "L40S",
+        "48 GB GDDR6",
+        _gib(44.42),
+        _OOM.format("44.42") + " in 'Run 8*L40S OOM', "
+        "https://github.com/stepfun-ai/Step-Video-T2V/issues/8",
+        (),
+    ),
     GPU(
         "L40",
         "48 GB GDDR6",

@@ -233,7 +233,7 @@ def test_a10_and_a10g_are_two_entries() -> None:
 
 #: Entries whose reading predates the rule that each names its public report; they still need
 #: a link (the test below fails when one gains it, or when a new entry has neither).
-AWAITING_A_LINK = {"L40S"}
+AWAITING_A_LINK: set[str] = set()
 
 
 def test_every_source_is_a_link_or_says_typical() -> None:
@@ -324,10 +324,17 @@ def test_readings_linked_since_the_refused_list(
 
 
 def test_l40_and_l40s_are_two_entries() -> None:
-    # The L40's reading has its own entry; the L40S keeps that figure, marked as an L40's, until
-    # an L40S reading is linked.
-    assert resolve_gpu("L40").name == "L40" and resolve_gpu("L40S").name == "L40S"
-    assert "(L40)" in resolve_gpu("L40S").source
+    """The L40S reads 44.42 GiB: torch's "torch.cuda.OutOfMemoryError: CUDA out of memory.
+    Tried to allocate 216.00 MiB. GPU  has a total capacity of 44.42 GiB of which 118.12 MiB is
+    free." in stepfun-ai/Step-Video-T2V#8, "Run 8*L40S OOM". It carried the L40's 44.40 GiB
+    (QwenLM/Qwen3-VL#2097) until then."""
+    l40s = resolve_gpu("L40S")
+    assert resolve_gpu("L40").name == "L40" and l40s.name == "L40S"
+    # 44.42 × 2³⁰ = 47,695,611,822.08 → 47,695,611,822 B
+    assert l40s.total_bytes == 47_695_611_822
+    assert round(resolve_gpu("L40").total_gib, 2) == 44.40
+    assert "https://github.com/stepfun-ai/Step-Video-T2V/issues/8" in l40s.source
+    assert "(L40)" not in l40s.source and "L40S" not in AWAITING_A_LINK
 
 
 @pytest.mark.parametrize(
