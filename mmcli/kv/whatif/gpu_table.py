@@ -72,7 +72,15 @@ GPUS: Final[tuple[GPU, ...]] = (
         "be680b4654e150e361caeb7e34fe53268f156685/flood/flood/ops/seg_mla.py",
         ("H20-96GB",),
     ),
-    GPU("H200", "141 GB HBM3e", _gib(139.80), _OOM.format("139.80"), ("H200-141GB", "H200-SXM")),
+    GPU(
+        "H200",
+        "141 GB HBM3e",
+        _gib(139.80),
+        "torch's OOM message 'GPU 0 has a total capacity of 139.80 GiB' on 'an H200 node' "
+        "('Indeed, H200 is about 140GiB'), https://github.com/stas00/ml-engineering/blob/"
+        "04ceca1fc695c5fcd88c8a25bb5b9b9a3c6d3071/debug/pytorch.md",
+        ("H200-141GB", "H200-SXM"),
+    ),
     GPU(
         "A100-80GB",
         "80 GB HBM2e",
@@ -88,7 +96,14 @@ GPUS: Final[tuple[GPU, ...]] = (
         "https://github.com/NVIDIA/TensorRT-LLM/issues/2268",
         ("A100-40G",),
     ),
-    GPU("L40S", "48 GB GDDR6", _gib(44.40), _OOM.format("44.40") + " (L40)", ()),
+    GPU(
+        "L40S",
+        "48 GB GDDR6",
+        _gib(44.42),
+        _OOM.format("44.42") + " in 'Run 8*L40S OOM', "
+        "https://github.com/stepfun-ai/Step-Video-T2V/issues/8",
+        (),
+    ),
     GPU(
         "L40",
         "48 GB GDDR6",
@@ -159,6 +174,34 @@ GPUS: Final[tuple[GPU, ...]] = (
         "labelled GB) on an NVIDIA B200, "
         "https://github.com/pytorch/ao/pull/4002",
         ("B200-180GB",),
+    ),
+    GPU(
+        "B300",
+        "288 GB HBM3e",
+        _gib(267.69),
+        "vLLM's start-up line 'Free memory on device (264.19/267.69 GiB) on startup' (free/total "
+        "from torch.cuda.mem_get_info), the fixture its repository's test calls 'the four actual "
+        "B300 vLLM startup reports', https://github.com/SemiAnalysisAI/InferenceX-app/blob/"
+        "450ba1312bde44c75b275dfe247de9974d133bc1/packages/db/src/lib/fixtures/"
+        "agentic-memory-vllm.json",
+        ("B300-SXM", "B300-288GB"),
+    ),
+    GPU(
+        "GB200",
+        "186 GB HBM3e (per GPU of a GB200 superchip)",
+        _gib(184.31),
+        "torch's OOM message 'GPU 3 has a total capacity of 184.31 GiB' under 'GPU: 4x NVIDIA "
+        "GB200 (184 GiB), TP=4', https://github.com/vllm-project/vllm/issues/43951",
+        ("GB200-NVL72", "GB200-186GB"),
+    ),
+    GPU(
+        "GB300",
+        "288 GB HBM3e (per GPU of a GB300 superchip)",
+        _gib(276.50),
+        "torch's OOM message 'GPU 0 has a total capacity of 276.50 GiB' on a DGX Station ('a "
+        "single GB300 GPU', '277GiB of GPU HBM memory'), https://github.com/stas00/ml-engineering/"
+        "blob/04ceca1fc695c5fcd88c8a25bb5b9b9a3c6d3071/debug/pytorch.md",
+        ("DGX-Station", "GB300-288GB"),
     ),
     GPU(
         "T4",

@@ -233,7 +233,7 @@ def test_a10_and_a10g_are_two_entries() -> None:
 
 #: Entries whose reading predates the rule that each names its public report; they still need
 #: a link (the test below fails when one gains it, or when a new entry has neither).
-AWAITING_A_LINK = {"H200", "L40S"}
+AWAITING_A_LINK: set[str] = set()
 
 
 def test_every_source_is_a_link_or_says_typical() -> None:
@@ -248,11 +248,11 @@ def test_every_source_is_a_link_or_says_typical() -> None:
 
 @pytest.mark.parametrize(
     "name",
-    # Cards with no citable CUDA / HIP reading found (B300, GB200, GB300): refused rather than
-    # given an invented figure. An nvidia-smi total alone is not CUDA's (see
-    # test_h20_reading_is_torchs_not_nvidia_smis). A bare "MI250" stays refused: the reading
-    # names an MI250X (see test_amd_instinct_readings).
-    ["B300", "GB200", "GB300", "MI250"],
+    # Cards with no citable CUDA / HIP reading are refused rather than given an invented
+    # figure (B300, GB200 and GB300 were, until their readings were linked). An nvidia-smi
+    # total alone is not CUDA's (see test_h20_reading_is_torchs_not_nvidia_smis). A bare
+    # "MI250" stays refused: the reading names an MI250X (see test_amd_instinct_readings).
+    ["MI250"],
 )
 def test_cards_without_a_cited_reading_are_refused(name: str) -> None:
     with pytest.raises(InputError, match="unknown GPU") as info:
@@ -324,10 +324,17 @@ def test_readings_linked_since_the_refused_list(
 
 
 def test_l40_and_l40s_are_two_entries() -> None:
-    # The L40's reading has its own entry; the L40S keeps that figure, marked as an L40's, until
-    # an L40S reading is linked.
-    assert resolve_gpu("L40").name == "L40" and resolve_gpu("L40S").name == "L40S"
-    assert "(L40)" in resolve_gpu("L40S").source
+    """The L40S reads 44.42 GiB: torch's "torch.cuda.OutOfMemoryError: CUDA out of memory.
+    Tried to allocate 216.00 MiB. GPU  has a total capacity of 44.42 GiB of which 118.12 MiB is
+    free." in stepfun-ai/Step-Video-T2V#8, "Run 8*L40S OOM". It carried the L40's 44.40 GiB
+    (QwenLM/Qwen3-VL#2097) until then."""
+    l40s = resolve_gpu("L40S")
+    assert resolve_gpu("L40").name == "L40" and l40s.name == "L40S"
+    # 44.42 × 2³⁰ = 47,695,611,822.08 → 47,695,611,822 B
+    assert l40s.total_bytes == 47_695_611_822
+    assert round(resolve_gpu("L40").total_gib, 2) == 44.40
+    assert "https://github.com/stepfun-ai/Step-Video-T2V/issues/8" in l40s.source
+    assert "(L40)" not in l40s.source and "L40S" not in AWAITING_A_LINK
 
 
 @pytest.mark.parametrize(
@@ -422,3 +429,68 @@ def test_a10g_reading_is_the_a10gs() -> None:
     assert round(a10g.total_gib, 2) == 22.49
     assert "stable-diffusion-webui/issues/1259" in a10g.source
     assert "A10G" not in AWAITING_A_LINK
+
+
+@pytest.mark.parametrize("name", ["GB200", "gb200", "GB200-NVL72"])
+def test_gb200_reading_is_linked(name: str) -> None:
+    """vllm-project/vllm#43951 ("MoE + --enable-sleep-mode OOM during weight load"): "GPU: 4x
+    NVIDIA GB200 (184 GiB), TP=4" and torch's "torch.OutOfMemoryError: CUDA out of memory.
+    Tried to allocate 20.00 MiB. GPU 3 has a total capacity of 184.31 GiB of which 21.50 MiB is
+    free." The same OOM on 4x GB200 is quoted in the comment on vllm-project/vllm#41268."""
+    gb200 = resolve_gpu(name)
+    assert gb200.name == "GB200" and not gb200.unified
+    # 184.31 × 2³⁰ = 197,901,355,581.44 → 197,901,355,581 B
+    assert gb200.total_bytes == 197_901_355_581
+    assert "https://github.com/vllm-project/vllm/issues/43951" in gb200.source
+    assert gb200 is not resolve_gpu("B200")
+
+
+@pytest.mark.parametrize("name", ["B300", "b300", "B300-SXM"])
+def test_b300_reading_is_linked(name: str) -> None:
+    """SemiAnalysisAI/InferenceX-app@450ba1312bde44c75b275dfe247de9974d133bc1
+    packages/db/src/lib/fixtures/agentic-memory-vllm.json holds vLLM's start-up lines of
+    InferenceX result 440197, "(Worker_TP0 pid=1869365) INFO 08-20 05:19:38 [gpu_worker.py:841]
+    Free memory on device (264.19/267.69 GiB) on startup. Desired GPU memory utilization is
+    (0.95, 254.3 GiB)", which packages/db/src/lib/agentic-memory.test.ts in the same commit
+    calls "the four actual B300 vLLM startup reports" (docs/agentx-memory.md there: "B300 vLLM
+    DeepSeek V4 Pro, result 440197 ... 267.69 GiB device total"). The total after the slash is
+    the start-up snapshot's total_memory (vLLM 0.20.0 vllm/v1/worker/gpu_worker.py formats
+    "Free memory on device (free/total GiB) on startup" from init_snapshot; vllm/utils/
+    mem_utils.py MemorySnapshot.measure reads it from current_platform.mem_get_info)."""
+    b300 = resolve_gpu(name)
+    assert b300.name == "B300" and not b300.unified
+    # 267.69 × 2³⁰ = 287,429,948,866.56 → 287,429,948,867 B
+    assert b300.total_bytes == 287_429_948_867
+    # 0.95 × 267.69 = 254.31 GiB: the log's "(0.95, 254.3 GiB)"
+    assert round(0.95 * b300.total_gib, 1) == 254.3
+    assert "InferenceX-app/blob/450ba1312bde44c75b275dfe247de9974d133bc1" in b300.source
+    assert b300 is not resolve_gpu("B200") and b300 is not resolve_gpu("GB200")
+
+
+@pytest.mark.parametrize("name", ["GB300", "gb300", "DGX Station"])
+def test_gb300_reading_is_linked(name: str) -> None:
+    """stas00/ml-engineering@04ceca1fc695c5fcd88c8a25bb5b9b9a3c6d3071 debug/pytorch.md, on "a
+    DGX Station with 277GiB of GPU HBM memory" ("a single GB300 GPU"), allocates 1 GiB at a time
+    until torch's "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1024.00 MiB.
+    GPU 0 has a total capacity of 276.50 GiB of which 797.44 MiB is free." The GB300 is not
+    an integrated GPU, so vLLM takes its free memory from cudaMemGetInfo as on any discrete
+    card (vLLM 0.20.0 vllm/utils/mem_utils.py MemorySnapshot.measure swaps in the host's
+    available memory only when current_platform.is_integrated_gpu)."""
+    gb300 = resolve_gpu(name)
+    assert gb300.name == "GB300" and not gb300.unified
+    # 276.50 × 2³⁰ = 296,889,614,336 B exactly
+    assert gb300.total_bytes == 296_889_614_336
+    assert "stas00/ml-engineering/blob/04ceca1fc695c5fcd88c8a25bb5b9b9a3c6d3071" in gb300.source
+    assert gb300 is not resolve_gpu("B300")
+
+
+def test_h200_reading_is_linked() -> None:
+    """stas00/ml-engineering@04ceca1fc695c5fcd88c8a25bb5b9b9a3c6d3071 debug/pytorch.md: "We
+    will be using an H200 node", then torch's "torch.OutOfMemoryError: CUDA out of memory.
+    Tried to allocate 1024.00 MiB. GPU 0 has a total capacity of 139.80 GiB of which 289.25 MiB
+    is free." and "Indeed, H200 is about 140GiB"."""
+    h200 = resolve_gpu("H200")
+    # 139.80 × 2³⁰ = 150,109,106,995.2 → 150,109,106,995 B
+    assert h200.total_bytes == 150_109_106_995
+    assert "stas00/ml-engineering/blob/04ceca1fc695c5fcd88c8a25bb5b9b9a3c6d3071" in h200.source
+    assert "H200" not in AWAITING_A_LINK
