@@ -192,6 +192,10 @@ def compare_memory(
     return MemoryComparison(rows, inputs, missing, notes)
 
 
+#: What a batch unlike the log's means for an estimated encoder profile.
+OFF: Final = ": the encoder estimate is off"
+
+
 def _encoder(
     log: VllmLog,
     doc: dict[str, Any],
@@ -227,19 +231,19 @@ def _encoder(
     profile = Profile(doc, batch[0], batch[1], eager, skip_mm_profiling=skipped, mm=settings)
     parts = encoder_parts(profile, rules, runner, batch, geo, text_peak, notes)
     part = parts[0] if parts else None
-    if part is None or not part.estimated:
+    if part is None:
         return None
     p, got = log.profile, part.inputs
-    if p.encoder_items is not None:
+    if p.encoder_items is not None and "encoder_budget" in got:
         ours = (got["encoder_budget"], got["items"], got["modality"])
         same = ours == (p.encoder_budget_tokens, p.encoder_items, p.encoder_modality)
         notes.append(
             f"the log's encoder cache line: a budget of {p.encoder_budget_tokens:,} tokens, "
             f"{p.encoder_items} {p.encoder_modality} items; mmcli's dummy batch: "
             f"{ours[0]:,} tokens, {ours[1]} {ours[2]} items"
-            + (" (the same)" if same else " (they differ: the encoder estimate is off)")
+            + (" (the same)" if same else " (they differ" + OFF * part.estimated + ")")
         )
-    return _gib(part.bytes)
+    return _gib(part.bytes) if part.estimated else None
 
 
 def _encoder_row(p: MemoryProfile, estimate: float | None, doc: dict[str, Any]) -> list[MemoryRow]:

@@ -29,6 +29,7 @@ from mmcli.kv.whatif.components import Component
 
 if TYPE_CHECKING:
     from mmcli.kv.releases import EngineRules
+    from mmcli.kv.whatif.mm_dummy import DummyBatch
 
 #: The config sections of an encoder vLLM profiles (``vision_config``, ``audio_config``).
 ENCODER_SECTIONS: Final = ("vision_config", "audio_config")
@@ -114,7 +115,9 @@ def encoder_profile(
     if batch is None:
         return None, "--limit-mm-per-prompt disables every modality: no encoder profile"
     if batch.forward_note is not None:
-        return _named(doc, max_num_batched_tokens), NOTE.format(reason=batch.forward_note)
+        named = _named(doc, max_num_batched_tokens)
+        named.inputs.update(_batch_inputs(batch))
+        return named, NOTE.format(reason=batch.forward_note)
     tower, d = batch.tower, dtype_bytes
     patches = batch.items * batch.patches
     wide = (3 if tower.gated else 2) * tower.intermediate
@@ -134,12 +137,7 @@ def encoder_profile(
     rows = batch.tokens if batch.embeds is None else batch.embeds
     outputs = batch.items * rows * tower.out_hidden * d
     inputs = {
-        "modality": batch.modality,
-        "items": batch.items,
-        "tokens_per_item": batch.tokens,
-        "encoder_budget": batch.budget,
-        "patches_per_item": batch.patches,
-        **batch.inputs,
+        **_batch_inputs(batch),
         "max_model_len": settings.max_model_len,
         "max_num_batched_tokens": max_num_batched_tokens,
         "max_num_seqs": max_num_seqs,
@@ -242,6 +240,18 @@ def siglip_peak(hidden: int, intermediate: int, tp: int, d: int) -> int:
     activation = 4 * hidden * d + 2 * intermediate * d // tp
     projection = (5 + reduce) * hidden * d + intermediate * d // tp
     return max(attention, activation, projection)
+
+
+def _batch_inputs(batch: DummyBatch) -> dict[str, Any]:
+    """The dummy batch as a component's inputs (what explain sets beside the log's line)."""
+    return {
+        "modality": batch.modality,
+        "items": batch.items,
+        "tokens_per_item": batch.tokens,
+        "encoder_budget": batch.budget,
+        "patches_per_item": batch.patches,
+        **batch.inputs,
+    }
 
 
 def _named(doc: dict[str, Any], max_num_batched_tokens: int) -> Component:
