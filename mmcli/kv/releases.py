@@ -241,6 +241,9 @@ class EngineRules:
     #: Mistral 3's dummy image side: ``vision_config.image_size`` (``"vision-config"``) or, from
     #: 0.29, the image processor's ``size["longest_edge"]`` (``"processor"``).
     mistral3_image_size: str
+    #: Kimi K2.5's dummy vision chunk: not served (``"none"``) or, from 0.15 (kimi_k25.py), the
+    #: larger of a 3,000-pixel square image and a chunk of such frames (``"image-or-chunk"``).
+    kimi_k25_dummy: str
 
 
 #: The rules that matter only with pipeline stages (``--pipeline-parallel-size`` > 1).
@@ -264,7 +267,7 @@ CLI_FIELDS: Final = frozenset({"max_len_tera", "max_len_auto", "dotted_o_cc"})
 ENCODER_FIELDS: Final = frozenset(
     {"mm_items_per_prompt", "qwen_vl_video", "qwen_vl_image", "mm_tie_later_name",
      "v2_encoder_profile", "qwen_vl_vision_stage", "siglip_vision_stage", "qwen3_vl_video",
-     "mm_dummy_tokens", "mistral3_image_size"}
+     "mm_dummy_tokens", "mistral3_image_size", "kimi_k25_dummy"}
 )  # fmt: skip
 
 _VERSION = re.compile(r"^v?(\d{1,4})\.(\d{1,4})(?:\.(\d{1,4}))?(?:[.+-]?[0-9A-Za-z.+-]*)?$")
