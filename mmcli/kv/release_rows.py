@@ -85,6 +85,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "mm_dummy_tokens": "embeds",
             "mistral3_image_size": "vision-config",
             "gemma4_image_tokens": "unserved",
+            "kimi_k25_dummy": "none",
         },
     ),
     (
@@ -149,6 +150,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "state_prefix_caching": "modes",
             "nemotron_h_ssm_dtype": "float16",
             "qwen3_vl_video": "two-frames",
+            "kimi_k25_dummy": "image-or-chunk",
         },
     ),
     ("0.16", {"kv_scheme_fp8": "always"}),

@@ -245,6 +245,9 @@ class EngineRules:
     #: ``vision_config.default_output_length`` (``"config"``), from 0.21 the
     #: ``--mm-processor-kwargs`` ``max_soft_tokens`` where given (``"kwargs"``).
     gemma4_image_tokens: str
+    #: Kimi K2.5's dummy vision chunk: not served (``"none"``) or, from 0.15 (kimi_k25.py), the
+    #: larger of a 3,000-pixel square image and a chunk of such frames (``"image-or-chunk"``).
+    kimi_k25_dummy: str
 
 
 #: The rules that matter only with pipeline stages (``--pipeline-parallel-size`` > 1).
@@ -268,7 +271,7 @@ CLI_FIELDS: Final = frozenset({"max_len_tera", "max_len_auto", "dotted_o_cc"})
 ENCODER_FIELDS: Final = frozenset(
     {"mm_items_per_prompt", "qwen_vl_video", "qwen_vl_image", "mm_tie_later_name",
      "v2_encoder_profile", "qwen_vl_vision_stage", "siglip_vision_stage", "qwen3_vl_video",
-     "mm_dummy_tokens", "mistral3_image_size", "gemma4_image_tokens"}
+     "mm_dummy_tokens", "mistral3_image_size", "gemma4_image_tokens", "kimi_k25_dummy"}
 )  # fmt: skip
 
 _VERSION = re.compile(r"^v?(\d{1,4})\.(\d{1,4})(?:\.(\d{1,4}))?(?:[.+-]?[0-9A-Za-z.+-]*)?$")

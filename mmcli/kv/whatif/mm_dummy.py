@@ -107,6 +107,10 @@ def dummy_batch(
             doc, rules, processor, kwargs, _text_hidden(doc), limits, DEFAULT_LIMIT
         )
         note = FORWARD_NOTE
+    elif kind == "kimi_k25":
+        from mmcli.kv.whatif.mm_kimi_k25 import kimi_k25
+
+        per_item, towers, rows = kimi_k25(doc, rules, processor, kwargs, limits)
     else:
         raise NotMirrored(f"model_type {kind!r}: its processor's dummy items are not mirrored")
     enabled = {m: t for m, t in per_item.items() if limits.get(m, DEFAULT_LIMIT) > 0}
