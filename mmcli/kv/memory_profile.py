@@ -222,6 +222,9 @@ def _encoder(
             side_file,
             log.dict_args.get("limit_mm_per_prompt"),
             log.dict_args.get("mm_processor_kwargs"),
+            normalize
+            if isinstance(normalize := log.args.get("mm_device_do_normalize"), bool)
+            else None,
         )
     except InputError as err:
         notes.append(f"the encoder profile is not estimated: the log's {err.message}")

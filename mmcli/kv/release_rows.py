@@ -22,6 +22,14 @@ _V2_26: Final = (
 _V2_27: Final = (*_V2_26, "KimiK3ForConditionalGeneration")
 
 #: (first release, what changed). The first row is the oldest behaviour mirrored.
+#: The model types normalising pixel values on the GPU by default from 0.32: Qwen2-VL,
+#: Qwen2.5-VL, Qwen3-VL (and Qwen3.5 / 3.6, whose classes subclass it), Kimi K2.5, Mistral 3 and
+#: GLM-4.1V / 4.5V (``supports_mm_device_do_normalize = True`` in each model file).
+DEVICE_NORMALIZE_032: Final = (
+    "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe", "kimi_k25",
+    "mistral3", "glm4v", "glm4v_moe",
+)  # fmt: skip
+
 CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
     (
         "0.10",
@@ -86,6 +94,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "mistral3_image_size": "vision-config",
             "gemma4_image_tokens": "unserved",
             "kimi_k25_dummy": "none",
+            "mm_device_normalize": (),
         },
     ),
     (
@@ -224,13 +233,17 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "mistral3_image_size": "processor",
         },
     ),
-    ("0.30", {"yarn_scales_max_len": False}),
+    (
+        "0.30",
+        {"yarn_scales_max_len": False, "mm_device_normalize": ("qwen2_vl", "qwen2_5_vl")},
+    ),
     (
         "0.32",
         {
             "mamba2_prefill_checkpoint": True,
             "speculative_states": "all",
             "dsa_glm_blackwell_fp8": True,
+            "mm_device_normalize": DEVICE_NORMALIZE_032,
         },
     ),
     ("0.33", {"gb10_small_tier": True}),
@@ -242,6 +255,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "extensible_kv_cache": True,
             "v2_runner_default": "only",
             "v2_cudagraph_estimate": "unless-extensible",
+            "mm_device_normalize": (*DEVICE_NORMALIZE_032, "gemma3", "gemma4"),
         },
     ),
 )

@@ -248,6 +248,11 @@ class EngineRules:
     #: Kimi K2.5's dummy vision chunk: not served (``"none"``) or, from 0.15 (kimi_k25.py), the
     #: larger of a 3,000-pixel square image and a chunk of such frames (``"image-or-chunk"``).
     kimi_k25_dummy: str
+    #: The model types whose pixel values reach the GPU as the image's raw ``uint8`` bytes, to
+    #: be rescaled and normalised there (``supports_mm_device_do_normalize`` of the model class,
+    #: on by default, ``--mm-device-do-normalize``; config/model.py, from 0.30); any other
+    #: model's processor returns float32 pixel values.
+    mm_device_normalize: tuple[str, ...]
 
 
 #: The rules that matter only with pipeline stages (``--pipeline-parallel-size`` > 1).
@@ -271,7 +276,8 @@ CLI_FIELDS: Final = frozenset({"max_len_tera", "max_len_auto", "dotted_o_cc"})
 ENCODER_FIELDS: Final = frozenset(
     {"mm_items_per_prompt", "qwen_vl_video", "qwen_vl_image", "mm_tie_later_name",
      "v2_encoder_profile", "qwen_vl_vision_stage", "siglip_vision_stage", "qwen3_vl_video",
-     "mm_dummy_tokens", "mistral3_image_size", "gemma4_image_tokens", "kimi_k25_dummy"}
+     "mm_dummy_tokens", "mistral3_image_size", "gemma4_image_tokens", "kimi_k25_dummy",
+     "mm_device_normalize"}
 )  # fmt: skip
 
 _VERSION = re.compile(r"^v?(\d{1,4})\.(\d{1,4})(?:\.(\d{1,4}))?(?:[.+-]?[0-9A-Za-z.+-]*)?$")

@@ -97,6 +97,9 @@ class PlanRequest:
     #: vLLM's ``--mm-processor-kwargs`` (JSON text or a dict): ``max_pixels`` sizes the
     #: encoder profile's dummy image of a Qwen2-VL-style model.
     mm_processor_kwargs: str | dict[str, Any] | None = None
+    #: vLLM's ``--mm-device-do-normalize`` (None: the release's default for the model): the
+    #: encoder profile's dummy pixel values stay ``uint8`` bytes on the GPU where it is on.
+    mm_device_do_normalize: bool | None = None
     num_gpu_blocks_override: int | None = None
     #: Sharing the engine accepts but that is likely a mistake is an error.
     strict: bool = False
@@ -186,6 +189,7 @@ class PlanRequest:
             "--skip-mm-profiling": self.skip_mm_profiling,
             "--limit-mm-per-prompt": self.limit_mm_per_prompt,
             "--mm-processor-kwargs": self.mm_processor_kwargs,
+            "--mm-device-do-normalize": self.mm_device_do_normalize is not None,
             "--gpu-memory-utilization": self.gpu_memory_utilization,
             "--entry llm": self.entry != "serve",
             "--chunked-local-attn-hybrid": self.chunked_local_attn_hybrid is not None,

@@ -228,6 +228,7 @@ def plan_run(request: PlanRequest, *, inputs_read: Callable[[], None] | None = N
         source.side_file,
         request.limit_mm_per_prompt,
         request.mm_processor_kwargs,
+        request.mm_device_do_normalize,
     )
     profile = Profile(
         doc,

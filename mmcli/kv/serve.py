@@ -49,6 +49,7 @@ APPLIED: dict[str, tuple[str, str]] = {
     "skip_mm_profiling": ("skip_mm_profiling", "bool"),
     "limit_mm_per_prompt": ("limit_mm_per_prompt", "limits"),
     "mm_processor_kwargs": ("mm_processor_kwargs", "json"),
+    "mm_device_do_normalize": ("mm_device_do_normalize", "bool"),
     "gpu_memory_utilization": ("gpu_memory_utilization", "float"),
     "kv_cache_memory_bytes": ("kv_cache_memory_bytes", "human"),
     "num_gpu_blocks_override": ("num_gpu_blocks_override", "int"),

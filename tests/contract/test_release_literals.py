@@ -167,6 +167,7 @@ FIELD_WORDS: dict[str, str] = {
     "mistral3_image_size": r"Mistral 3's dummy image",
     "gemma4_image_tokens": r"Gemma 4's dummy image",
     "kimi_k25_dummy": r"Kimi K2.5's dummy vision chunk",
+    "mm_device_normalize": r"pixel values.*uint8",
 }
 
 

@@ -87,6 +87,7 @@ ARG_KEYS: Final = (
     "calculate_kv_scales",
     "enforce_eager",
     "skip_mm_profiling",
+    "mm_device_do_normalize",
 )
 #: Engine arguments printed as a dict in the non-default-args line (read with their braces).
 DICT_ARG_KEYS: Final = ("limit_mm_per_prompt", "mm_processor_kwargs")

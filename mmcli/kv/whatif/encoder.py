@@ -10,7 +10,8 @@ is given. The torch peak of the whole run is then
 
 so the encoder adds max(encoder forward − text peak, encoder outputs) to the activation peak.
 The encoder forward holds the processor's float32 pixel values (moved to the GPU as they are:
-``_get_mm_dummy_batch`` casts no dtype) and, per patch, the same envelope as the text forward
+``_get_mm_dummy_batch`` casts no dtype; the image's ``uint8`` bytes where the release normalises
+them on the GPU, :func:`raw_pixels`) and, per patch, the same envelope as the text forward
 (:func:`mmcli.kv.whatif.components.activation_peak`): the residual and the normed hidden states,
 q/k/v (3 × hidden) and the MLP's wide tensors (fc1 and its activation, 2 × intermediate; a
 gated MLP's gate/up and product, 3 ×), the projections split over the tensor-parallel ranks.
@@ -51,6 +52,8 @@ PROCESSOR_FILE: Final = "preprocessor_config.json"
 VIDEO_PROCESSOR_FILE: Final = "video_preprocessor_config.json"
 #: Bytes of one pixel value as the processors return them (float32).
 PIXEL_BYTES: Final = 4
+#: Bytes of one raw pixel value (``uint8``), where the GPU rescales and normalises them.
+RAW_PIXEL_BYTES: Final = 1
 SOURCE: Final = (
     "profile_run (v1/worker/gpu_model_runner.py): the encoder on a dummy batch of the "
     "largest item under --limit-mm-per-prompt, its outputs kept in the encoder cache "
@@ -72,6 +75,8 @@ class MmSettings:
     processor: dict[str, Any] | None = None
     #: The model's ``video_preprocessor_config.json`` (Qwen3-VL's video processor's size).
     video_processor: dict[str, Any] | None = None
+    #: ``--mm-device-do-normalize`` (None: the release's default for the model).
+    device_normalize: bool | None = None
 
 
 def encoder_sections(doc: dict[str, Any]) -> tuple[str, ...]:
@@ -121,7 +126,8 @@ def encoder_profile(
     tower, d = batch.tower, dtype_bytes
     patches = batch.items * batch.patches
     wide = (3 if tower.gated else 2) * tower.intermediate
-    pixels = patches * tower.pixels_per_patch * PIXEL_BYTES
+    raw = raw_pixels(doc, rules, settings.device_normalize)
+    pixels = patches * tower.pixels_per_patch * (RAW_PIXEL_BYTES if raw else PIXEL_BYTES)
     per_patch = (2 * tower.hidden + (3 * tower.hidden + wide) // tp) * d
     stage = {
         "qwen2_5_vl": rules.qwen_vl_vision_stage,
@@ -146,6 +152,7 @@ def encoder_profile(
         "encoder_intermediate_size": tower.intermediate,
         "encoder_mlp_gated": tower.gated,
         "encoder_forward_rule": stage,
+        "pixel_values_dtype": "uint8" if raw else "float32",
         "pixel_values_bytes": pixels,
         "forward_bytes": forward,
         "outputs_bytes": outputs,
@@ -242,6 +249,14 @@ def siglip_peak(hidden: int, intermediate: int, tp: int, d: int) -> int:
     return max(attention, activation, projection)
 
 
+def raw_pixels(doc: dict[str, Any], rules: EngineRules, asked: bool | None) -> bool:
+    """Whether the dummy batch's pixel values stay the image's ``uint8`` bytes on the GPU: the
+    model supports normalising them there (``rules.mm_device_normalize``) and
+    ``--mm-device-do-normalize`` leaves it on (vLLM turns it off for a model without it)."""
+    supported = str(doc.get("model_type")) in rules.mm_device_normalize
+    return supported and asked is not False
+
+
 def _batch_inputs(batch: DummyBatch) -> dict[str, Any]:
     """The dummy batch as a component's inputs (what explain sets beside the log's line)."""
     return {
@@ -328,6 +343,7 @@ def mm_settings(
     side_file: Callable[[str], Path | None] | None,
     limits: Any = None,
     kwargs: Any = None,
+    device_normalize: bool | None = None,
 ) -> MmSettings:
     """The encoder profile's settings for a plan: the requests' limits and processor kwargs,
     the ``max_model_len`` vLLM runs with, and the model's ``preprocessor_config.json`` and,
@@ -348,6 +364,7 @@ def mm_settings(
         mm_kwargs={} if kwargs is None else parse_kwargs(kwargs),
         processor=read(PROCESSOR_FILE),
         video_processor=video,
+        device_normalize=device_normalize,
     )
 
 
