@@ -225,6 +225,7 @@ def _encoder(
             normalize
             if isinstance(normalize := log.args.get("mm_device_do_normalize"), bool)
             else None,
+            log.args.get("language_model_only") is True,
         )
     except InputError as err:
         notes.append(f"the encoder profile is not estimated: the log's {err.message}")

@@ -95,6 +95,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "gemma4_image_tokens": "unserved",
             "kimi_k25_dummy": "none",
             "mm_device_normalize": (),
+            "skip_unused_towers": False,
         },
     ),
     (
@@ -160,6 +161,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "nemotron_h_ssm_dtype": "float16",
             "qwen3_vl_video": "two-frames",
             "kimi_k25_dummy": "image-or-chunk",
+            "skip_unused_towers": True,
         },
     ),
     ("0.16", {"kv_scheme_fp8": "always"}),

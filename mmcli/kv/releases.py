@@ -253,6 +253,11 @@ class EngineRules:
     #: on by default, ``--mm-device-do-normalize``; config/model.py, from 0.30); any other
     #: model's processor returns float32 pixel values.
     mm_device_normalize: tuple[str, ...]
+    #: Whether the model's encoder towers are left out (not built, their weights not loaded)
+    #: when every modality they serve is off (``--limit-mm-per-prompt`` 0, from 0.17
+    #: ``--language-model-only``): ``_mark_tower_model``, model_executor/models/interfaces.py,
+    #: from 0.15 (before: some models, such as Qwen2.5-VL, on their own).
+    skip_unused_towers: bool
 
 
 #: The rules that matter only with pipeline stages (``--pipeline-parallel-size`` > 1).
@@ -277,7 +282,7 @@ ENCODER_FIELDS: Final = frozenset(
     {"mm_items_per_prompt", "qwen_vl_video", "qwen_vl_image", "mm_tie_later_name",
      "v2_encoder_profile", "qwen_vl_vision_stage", "siglip_vision_stage", "qwen3_vl_video",
      "mm_dummy_tokens", "mistral3_image_size", "gemma4_image_tokens", "kimi_k25_dummy",
-     "mm_device_normalize"}
+     "mm_device_normalize", "skip_unused_towers"}
 )  # fmt: skip
 
 _VERSION = re.compile(r"^v?(\d{1,4})\.(\d{1,4})(?:\.(\d{1,4}))?(?:[.+-]?[0-9A-Za-z.+-]*)?$")

@@ -100,6 +100,8 @@ class PlanRequest:
     #: vLLM's ``--mm-device-do-normalize`` (None: the release's default for the model): the
     #: encoder profile's dummy pixel values stay ``uint8`` bytes on the GPU where it is on.
     mm_device_do_normalize: bool | None = None
+    #: vLLM's ``--language-model-only``: every modality off (no encoder profile).
+    language_model_only: bool = False
     num_gpu_blocks_override: int | None = None
     #: Sharing the engine accepts but that is likely a mistake is an error.
     strict: bool = False
@@ -190,6 +192,7 @@ class PlanRequest:
             "--limit-mm-per-prompt": self.limit_mm_per_prompt,
             "--mm-processor-kwargs": self.mm_processor_kwargs,
             "--mm-device-do-normalize": self.mm_device_do_normalize is not None,
+            "--language-model-only": self.language_model_only,
             "--gpu-memory-utilization": self.gpu_memory_utilization,
             "--entry llm": self.entry != "serve",
             "--chunked-local-attn-hybrid": self.chunked_local_attn_hybrid is not None,

@@ -229,6 +229,7 @@ def plan_run(request: PlanRequest, *, inputs_read: Callable[[], None] | None = N
         request.limit_mm_per_prompt,
         request.mm_processor_kwargs,
         request.mm_device_do_normalize,
+        request.language_model_only,
     )
     profile = Profile(
         doc,

@@ -50,6 +50,7 @@ APPLIED: dict[str, tuple[str, str]] = {
     "limit_mm_per_prompt": ("limit_mm_per_prompt", "limits"),
     "mm_processor_kwargs": ("mm_processor_kwargs", "json"),
     "mm_device_do_normalize": ("mm_device_do_normalize", "bool"),
+    "language_model_only": ("language_model_only", "bool"),
     "gpu_memory_utilization": ("gpu_memory_utilization", "float"),
     "kv_cache_memory_bytes": ("kv_cache_memory_bytes", "human"),
     "num_gpu_blocks_override": ("num_gpu_blocks_override", "int"),
@@ -81,6 +82,7 @@ REFUSED: dict[str, str] = {
     "enable_extensible_kv_cache": "an extensible KV cache",
     "num_lookahead_slots": "lookahead slots reserve blocks",
     "config": "a YAML file of flags is not read",
+    "mm_encoder_only": "an encoder-only instance (disaggregated encoding) holds no KV cache",
 }
 
 #: Settings that change the weights' memory: they matter when ``--gpu`` derives the KV memory
@@ -100,7 +102,7 @@ GRAPHS = frozenset(
 
 #: Settings that change the multimodal encoder's forward in the profile run (its sharding, its
 #: attention kernel): they matter when ``--gpu`` estimates the encoder profile.
-ENCODER = frozenset({"mm_encoder_tp_mode", "mm_encoder_attn_backend"})
+ENCODER = frozenset({"mm_encoder_tp_mode", "mm_encoder_attn_backend", "mm_encoder_attn_dtype"})
 
 _DTYPES = {"half": "float16", "float16": "float16", "bfloat16": "bfloat16", "float": "float32",
            "float32": "float32"}  # fmt: skip

@@ -168,6 +168,7 @@ FIELD_WORDS: dict[str, str] = {
     "gemma4_image_tokens": r"Gemma 4's dummy image",
     "kimi_k25_dummy": r"Kimi K2.5's dummy vision chunk",
     "mm_device_normalize": r"pixel values.*uint8",
+    "skip_unused_towers": r"tower.*not loaded",
 }
 
 

@@ -88,6 +88,7 @@ ARG_KEYS: Final = (
     "enforce_eager",
     "skip_mm_profiling",
     "mm_device_do_normalize",
+    "language_model_only",
 )
 #: Engine arguments printed as a dict in the non-default-args line (read with their braces).
 DICT_ARG_KEYS: Final = ("limit_mm_per_prompt", "mm_processor_kwargs")

@@ -77,6 +77,8 @@ class MmSettings:
     video_processor: dict[str, Any] | None = None
     #: ``--mm-device-do-normalize`` (None: the release's default for the model).
     device_normalize: bool | None = None
+    #: ``--language-model-only``: every modality off (vLLM's limits all 0).
+    language_model_only: bool = False
 
 
 def encoder_sections(doc: dict[str, Any]) -> tuple[str, ...]:
@@ -103,6 +105,8 @@ def encoder_profile(
 
     if not encoder_sections(doc):
         return None, None
+    if settings.language_model_only:
+        return None, off_note(rules, "--language-model-only turns every modality off")
     try:
         batch = dummy_batch(
             doc,
@@ -118,7 +122,7 @@ def encoder_profile(
     except NotMirrored as exc:
         return _named(doc, max_num_batched_tokens), NOTE.format(reason=str(exc))
     if batch is None:
-        return None, "--limit-mm-per-prompt disables every modality: no encoder profile"
+        return None, off_note(rules, "--limit-mm-per-prompt disables every modality")
     if batch.forward_note is not None:
         named = _named(doc, max_num_batched_tokens)
         named.inputs.update(_batch_inputs(batch))
@@ -249,6 +253,19 @@ def siglip_peak(hidden: int, intermediate: int, tp: int, d: int) -> int:
     return max(attention, activation, projection)
 
 
+def off_note(rules: EngineRules, why: str) -> str:
+    """The note of a plan whose every modality is off: no encoder profile, and, from the
+    release that leaves unused towers out, no encoder weights either."""
+    note = f"{why}: no encoder profile"
+    if rules.skip_unused_towers:
+        note += (
+            f"; vLLM {rules.release} does not load the encoder towers then, so weights read "
+            "from the checkpoint count them (give --weights the size its log's 'Model loading "
+            "took' line prints)"
+        )
+    return note
+
+
 def raw_pixels(doc: dict[str, Any], rules: EngineRules, asked: bool | None) -> bool:
     """Whether the dummy batch's pixel values stay the image's ``uint8`` bytes on the GPU: the
     model supports normalising them there (``rules.mm_device_normalize``) and
@@ -344,6 +361,7 @@ def mm_settings(
     limits: Any = None,
     kwargs: Any = None,
     device_normalize: bool | None = None,
+    language_model_only: bool = False,
 ) -> MmSettings:
     """The encoder profile's settings for a plan: the requests' limits and processor kwargs,
     the ``max_model_len`` vLLM runs with, and the model's ``preprocessor_config.json`` and,
@@ -365,6 +383,7 @@ def mm_settings(
         processor=read(PROCESSOR_FILE),
         video_processor=video,
         device_normalize=device_normalize,
+        language_model_only=language_model_only,
     )
 
 
