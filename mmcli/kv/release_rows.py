@@ -84,6 +84,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "qwen3_vl_video": "none",
             "mm_dummy_tokens": "embeds",
             "mistral3_image_size": "vision-config",
+            "internvl_video_text": "qwen2",
         },
     ),
     (
@@ -97,7 +98,12 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
     ),
     (
         "0.10.2",
-        {"state_prefix_caching": "off", "state_models_v1_default": True, "qwen_vl_video": "seq-16"},
+        {
+            "state_prefix_caching": "off",
+            "state_models_v1_default": True,
+            "qwen_vl_video": "seq-16",
+            "internvl_video_text": "qwen2-qwen3-gpt-oss",
+        },
     ),
     (
         "0.11",

@@ -241,6 +241,11 @@ class EngineRules:
     #: Mistral 3's dummy image side: ``vision_config.image_size`` (``"vision-config"``) or, from
     #: 0.29, the image processor's ``size["longest_edge"]`` (``"processor"``).
     mistral3_image_size: str
+    #: InternVL's dummy video (internvl.py ``get_video_token`` / ``ctx_video_token``): served for
+    #: a ``qwen2`` text model (``"qwen2"``) or, from 0.10.2, a ``qwen2``, ``qwen3``,
+    #: ``qwen3_moe`` or ``gpt_oss`` one (``"qwen2-qwen3-gpt-oss"``), if the tokenizer has the
+    #: video token.
+    internvl_video_text: str
 
 
 #: The rules that matter only with pipeline stages (``--pipeline-parallel-size`` > 1).
@@ -264,7 +269,7 @@ CLI_FIELDS: Final = frozenset({"max_len_tera", "max_len_auto", "dotted_o_cc"})
 ENCODER_FIELDS: Final = frozenset(
     {"mm_items_per_prompt", "qwen_vl_video", "qwen_vl_image", "mm_tie_later_name",
      "v2_encoder_profile", "qwen_vl_vision_stage", "siglip_vision_stage", "qwen3_vl_video",
-     "mm_dummy_tokens", "mistral3_image_size"}
+     "mm_dummy_tokens", "mistral3_image_size", "internvl_video_text"}
 )  # fmt: skip
 
 _VERSION = re.compile(r"^v?(\d{1,4})\.(\d{1,4})(?:\.(\d{1,4}))?(?:[.+-]?[0-9A-Za-z.+-]*)?$")

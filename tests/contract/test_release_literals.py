@@ -165,6 +165,7 @@ FIELD_WORDS: dict[str, str] = {
     "qwen3_vl_video": r"Qwen3-VL's dummy video",
     "mm_dummy_tokens": r"dummy item .* counted by its",
     "mistral3_image_size": r"Mistral 3's dummy image",
+    "internvl_video_text": r"InternVL's dummy video",
 }
 
 

@@ -10,7 +10,8 @@ and max(1, min(budget // tokens, max_num_seqs × items a prompt)) items, where i
 the ``--limit-mm-per-prompt`` count (999 by default) and, from 0.10.1, at most
 ``max_model_len // tokens``. The families mirrored are Gemma 3 (a fixed SigLIP grid),
 Qwen2-VL / Qwen2.5-VL (dynamic resolution, images and videos), Qwen3-VL
-(:mod:`mmcli.kv.whatif.mm_qwen3`) and Mistral 3 (:mod:`mmcli.kv.whatif.mm_mistral3`); for
+(:mod:`mmcli.kv.whatif.mm_qwen3`), Mistral 3 (:mod:`mmcli.kv.whatif.mm_mistral3`) and
+InternVL's original format (:mod:`mmcli.kv.whatif.mm_internvl`); for
 any other the caller names the encoder profile without estimating it.
 """
 
@@ -88,6 +89,10 @@ def dummy_batch(
         )
     elif kind == "mistral3" and not own_format(doc):
         per_item, towers, rows = mistral3(doc, rules, processor, kwargs, _text_hidden(doc))
+    elif kind == "internvl_chat":
+        from mmcli.kv.whatif.mm_internvl import internvl_chat
+
+        per_item, towers, rows = internvl_chat(doc, rules, limits, kwargs, DEFAULT_LIMIT)
     elif own_format(doc):
         raise NotMirrored(
             "a Mistral own-format checkpoint (params.json, tokenizer_mode mistral): its "
