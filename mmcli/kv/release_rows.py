@@ -96,6 +96,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "kimi_k25_dummy": "none",
             "mm_device_normalize": (),
             "skip_unused_towers": False,
+            "internvl_video_text": "qwen2",
         },
     ),
     (
@@ -109,7 +110,12 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
     ),
     (
         "0.10.2",
-        {"state_prefix_caching": "off", "state_models_v1_default": True, "qwen_vl_video": "seq-16"},
+        {
+            "state_prefix_caching": "off",
+            "state_models_v1_default": True,
+            "qwen_vl_video": "seq-16",
+            "internvl_video_text": "qwen2-qwen3-gpt-oss",
+        },
     ),
     (
         "0.11",

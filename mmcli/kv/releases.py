@@ -258,6 +258,11 @@ class EngineRules:
     #: ``--language-model-only``): ``_mark_tower_model``, model_executor/models/interfaces.py,
     #: from 0.15 (before: some models, such as Qwen2.5-VL, on their own).
     skip_unused_towers: bool
+    #: InternVL's dummy video (internvl.py ``get_video_token`` / ``ctx_video_token``): served for
+    #: a ``qwen2`` text model (``"qwen2"``) or, from 0.10.2, a ``qwen2``, ``qwen3``,
+    #: ``qwen3_moe`` or ``gpt_oss`` one (``"qwen2-qwen3-gpt-oss"``), if the tokenizer has the
+    #: video token.
+    internvl_video_text: str
 
 
 #: The rules that matter only with pipeline stages (``--pipeline-parallel-size`` > 1).
@@ -282,7 +287,8 @@ ENCODER_FIELDS: Final = frozenset(
     {"mm_items_per_prompt", "qwen_vl_video", "qwen_vl_image", "mm_tie_later_name",
      "v2_encoder_profile", "qwen_vl_vision_stage", "siglip_vision_stage", "qwen3_vl_video",
      "mm_dummy_tokens", "mistral3_image_size", "gemma4_image_tokens", "kimi_k25_dummy",
-     "mm_device_normalize", "skip_unused_towers"}
+     "mm_device_normalize", "skip_unused_towers",
+     "internvl_video_text"}
 )  # fmt: skip
 
 _VERSION = re.compile(r"^v?(\d{1,4})\.(\d{1,4})(?:\.(\d{1,4}))?(?:[.+-]?[0-9A-Za-z.+-]*)?$")

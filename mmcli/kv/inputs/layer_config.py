@@ -76,6 +76,10 @@ def read_document(path: Path) -> dict[str, Any]:
             f"{path}: expected an object at the top level, got {type_name(doc)}",
             hint="a layer config is an object with 'layers'; an HF config has 'num_hidden_layers'",
         )
+    if isinstance(doc.get("llm_config"), dict) and "text_config" not in doc:
+        # vLLM remaps a remote-code config's llm_config (InternVL, NVLM-D, ...) to text_config
+        # (transformers_utils/config.py _CONFIG_ATTRS_MAPPING, every release from 0.10.0).
+        doc["text_config"] = doc["llm_config"]
     return doc
 
 

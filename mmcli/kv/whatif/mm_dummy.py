@@ -10,9 +10,11 @@ and max(1, min(budget // tokens, max_num_seqs × items a prompt)) items, where i
 the ``--limit-mm-per-prompt`` count (999 by default) and, from 0.10.1, at most
 ``max_model_len // tokens``. The families mirrored are Gemma 3 (a fixed SigLIP grid),
 Qwen2-VL / Qwen2.5-VL (dynamic resolution, images and videos), Qwen3-VL
-(:mod:`mmcli.kv.whatif.mm_qwen3`; Qwen3.5 / 3.6 too), Mistral 3 (:mod:`mmcli.kv.whatif.mm_mistral3`),
+(:mod:`mmcli.kv.whatif.mm_qwen3`; Qwen3.5 / 3.6 too), Mistral 3
+(:mod:`mmcli.kv.whatif.mm_mistral3`),
 Gemma 4's dummy items (:mod:`mmcli.kv.whatif.mm_gemma4`, its forward not mirrored), Kimi K2.5
-(:mod:`mmcli.kv.whatif.mm_kimi_k25`) and LLaVA-NeXT (:mod:`mmcli.kv.whatif.mm_llava_next`); for
+(:mod:`mmcli.kv.whatif.mm_kimi_k25`), LLaVA-NeXT (:mod:`mmcli.kv.whatif.mm_llava_next`) and
+InternVL's original format (:mod:`mmcli.kv.whatif.mm_internvl`); for
 any other the caller names the encoder profile without estimating it.
 """
 
@@ -100,6 +102,10 @@ def dummy_batch(
         from mmcli.kv.whatif.mm_llava_next import llava_next
 
         per_item, towers = llava_next(doc, processor, kwargs, _text_hidden(doc))
+    elif kind == "internvl_chat":
+        from mmcli.kv.whatif.mm_internvl import internvl_chat
+
+        per_item, towers, rows = internvl_chat(doc, rules, limits, kwargs, DEFAULT_LIMIT)
     elif own_format(doc):
         raise NotMirrored(
             "a Mistral own-format checkpoint (params.json, tokenizer_mode mistral): its "
