@@ -96,6 +96,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "kimi_k25_dummy": "none",
             "mm_device_normalize": (),
             "skip_unused_towers": False,
+            "language_model_only_flag": False,
             "internvl_video_text": "qwen2",
         },
     ),
@@ -174,6 +175,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
     (
         "0.17",
         {
+            "language_model_only_flag": True,
             "pp_whole_model_check": False,
             "pp_stage_pages": True,
             "speculative_states": "gdn",

@@ -258,6 +258,8 @@ class EngineRules:
     #: ``--language-model-only``): ``_mark_tower_model``, model_executor/models/interfaces.py,
     #: from 0.15 (before: some models, such as Qwen2.5-VL, on their own).
     skip_unused_towers: bool
+    #: ``--language-model-only`` (config/multimodal.py, from 0.17): every modality's limit 0.
+    language_model_only_flag: bool
     #: InternVL's dummy video (internvl.py ``get_video_token`` / ``ctx_video_token``): served for
     #: a ``qwen2`` text model (``"qwen2"``) or, from 0.10.2, a ``qwen2``, ``qwen3``,
     #: ``qwen3_moe`` or ``gpt_oss`` one (``"qwen2-qwen3-gpt-oss"``), if the tokenizer has the
@@ -288,6 +290,7 @@ ENCODER_FIELDS: Final = frozenset(
      "v2_encoder_profile", "qwen_vl_vision_stage", "siglip_vision_stage", "qwen3_vl_video",
      "mm_dummy_tokens", "mistral3_image_size", "gemma4_image_tokens", "kimi_k25_dummy",
      "mm_device_normalize", "skip_unused_towers",
+     "language_model_only_flag",
      "internvl_video_text"}
 )  # fmt: skip
 

@@ -207,6 +207,7 @@ class PlanRequest:
             )
         if self.skip_mm_profiling:
             _refuse_skip_mm_profiling(self.vllm_version)
+        _refuse_new_mm_flags(self)
         sweep = None
         if self.sweep is not None:
             from mmcli.kv.whatif.sweep import parse_sweep
@@ -226,6 +227,31 @@ def _refuse_skip_mm_profiling(version: str | None) -> None:
             f"--skip-mm-profiling: vLLM {version} has no such flag",
             hint=f"give --vllm-version {first} or newer, or leave the flag out",
         )
+
+
+def _refuse_new_mm_flags(request: PlanRequest) -> None:
+    """``--mm-device-do-normalize`` and ``--language-model-only`` are refused for a release
+    that has no such flag (the engine's parser would refuse them)."""
+    from mmcli.kv.releases import first_release, rules_for
+
+    rules = rules_for(request.vllm_version)
+    missing = {
+        "--mm-device-do-normalize": request.mm_device_do_normalize is not None
+        and not rules.mm_device_normalize,
+        "--language-model-only": request.language_model_only and not rules.language_model_only_flag,
+    }
+    first = {
+        "--mm-device-do-normalize": first_release(
+            "mm_device_normalize", ("qwen2_vl", "qwen2_5_vl")
+        ),
+        "--language-model-only": first_release("language_model_only_flag", True),
+    }
+    for flag, refused in missing.items():
+        if refused:
+            raise InputError(
+                f"{flag}: vLLM {rules.release} has no such flag",
+                hint=f"give --vllm-version {first[flag]} or newer, or leave the flag out",
+            )
 
 
 @dataclass(frozen=True)

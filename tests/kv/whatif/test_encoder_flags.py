@@ -61,3 +61,19 @@ def test_fp8_encoder_attention_is_refused_where_the_encoder_is_estimated() -> No
     with pytest.raises(InputError, match="encoder's forward") as info:
         plan_run(PlanRequest(serve=f"{LINE} --mm-encoder-attn-dtype fp8", **FIELDS))
     assert "--mm-encoder-attn-dtype" in info.value.message
+
+
+@pytest.mark.parametrize(
+    ("fields", "said"),
+    [
+        ({"language_model_only": True, "vllm_version": "0.16"}, "--language-model-only"),
+        ({"mm_device_do_normalize": False, "vllm_version": "0.29"}, "--mm-device-do-normalize"),
+    ],
+)
+def test_flags_of_later_releases_are_refused(fields: dict[str, Any], said: str) -> None:
+    """vLLM 0.17.0 config/multimodal.py adds ``language_model_only`` (0.16.0 has none) and
+    0.30.0 ``mm_device_do_normalize`` (0.29.0 has none): an older release's parser refuses
+    them, and so does the request, naming the first release that has the flag."""
+    with pytest.raises(InputError, match=f"{said}: vLLM") as info:
+        PlanRequest(model=QWEN25VL, **fields)
+    assert "--vllm-version" in info.value.hint
