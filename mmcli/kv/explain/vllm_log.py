@@ -69,27 +69,12 @@ _OLD_REFUSAL = re.compile(
 
 #: Engine arguments read from the non-default-args line and the engine config line.
 ARG_KEYS: Final = (
-    "model",
-    "max_model_len",
-    "tensor_parallel_size",
-    "pipeline_parallel_size",
-    "data_parallel_size",
-    "kv_cache_dtype",
-    "block_size",
-    "max_num_batched_tokens",
-    "max_num_seqs",
-    "gpu_memory_utilization",
-    "enable_prefix_caching",
-    "num_gpu_blocks_override",
-    "kv_cache_memory_bytes",
-    "async_scheduling",
-    "dtype",
-    "calculate_kv_scales",
-    "enforce_eager",
-    "skip_mm_profiling",
-    "mm_device_do_normalize",
-    "language_model_only",
-)
+    "model", "max_model_len", "tensor_parallel_size", "pipeline_parallel_size",
+    "data_parallel_size", "kv_cache_dtype", "block_size", "max_num_batched_tokens",
+    "max_num_seqs", "gpu_memory_utilization", "enable_prefix_caching", "num_gpu_blocks_override",
+    "kv_cache_memory_bytes", "async_scheduling", "dtype", "calculate_kv_scales", "enforce_eager",
+    "skip_mm_profiling", "mm_device_do_normalize", "language_model_only",
+)  # fmt: skip
 #: Engine arguments printed as a dict in the non-default-args line (read with their braces).
 DICT_ARG_KEYS: Final = ("limit_mm_per_prompt", "mm_processor_kwargs")
 #: The engine config line's names for some of them.
