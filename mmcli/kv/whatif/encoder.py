@@ -142,7 +142,8 @@ def encoder_profile(
     if enforce_eager and stage in OUT_OF_PLACE_NORM:
         stage = OUT_OF_PLACE_NORM[stage]
     if qwen3 and stage != "envelope":
-        per_patch = qwen3_peak(doc["vision_config"], stage, tp, d)
+        attention = VISION_STAGES[stage]
+        per_patch = qwen3_peak(doc["vision_config"], attention, stage in REDUCES, tp, d)
     elif stage in SIGLIP_STAGES:
         per_patch = siglip_peak(tower.hidden, tower.intermediate, tp, d)
     elif stage != "envelope":

@@ -38,8 +38,14 @@ from typing import Any
 import pytest
 
 from mmcli.kv.releases import rules_for
-from mmcli.kv.whatif.encoder import OUT_OF_PLACE_NORM, MmSettings, encoder_profile
-from mmcli.kv.whatif.mm_qwen3 import vision_peak
+from mmcli.kv.whatif.encoder import (
+    OUT_OF_PLACE_NORM,
+    REDUCES,
+    VISION_STAGES,
+    MmSettings,
+    encoder_profile,
+)
+from mmcli.kv.whatif.mm_qwen3 import vision_peak as qwen3_peak
 
 CONFIG = Path("tests/kv/gpu_logs/configs/Qwen--Qwen3-VL-30B-A3B-Instruct.subset.json")
 FOLDER = Path("tests/kv/whatif/models/qwen3_vl")
@@ -52,6 +58,11 @@ def _doc() -> dict[str, Any]:
 
 def _vision() -> dict[str, Any]:
     return dict(_doc()["vision_config"])
+
+
+def vision_peak(vision: dict[str, Any], rule: str, tp: int, d: int) -> int:
+    """Bytes a patch at the peak under ``rule``, as encoder_profile routes it."""
+    return qwen3_peak(vision, VISION_STAGES[rule], rule in REDUCES, tp, d)
 
 
 @pytest.mark.parametrize(
