@@ -89,6 +89,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "v2_encoder_profile": False,
             "qwen_vl_vision_stage": "rotary-each-fp32",
             "siglip_vision_stage": "envelope",
+            "qwen3_vl_vision_stage": "envelope",
             "qwen3_vl_video": "none",
             "mm_dummy_tokens": "embeds",
             "mistral3_image_size": "vision-config",
@@ -127,9 +128,17 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "qwen_vl_video": "seq-14",
             "qwen_vl_vision_stage": "rotary-cat-fp32",
             "qwen3_vl_video": "frames-12.5",
+            "qwen3_vl_vision_stage": "rotary-cat-fp32",
         },
     ),
-    ("0.11.1", {"dsa_auto_ds_mla": False, "qwen_vl_vision_stage": "rotary-reshape-fp32"}),
+    (
+        "0.11.1",
+        {
+            "dsa_auto_ds_mla": False,
+            "qwen_vl_vision_stage": "rotary-reshape-fp32",
+            "qwen3_vl_vision_stage": "rotary-reshape-fp32",
+        },
+    ),
     (
         "0.12",
         {
@@ -137,6 +146,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "state_prefix_caching": "supported",
             "dotted_o_cc": True,
             "qwen_vl_vision_stage": "rotary-reshape-native-norm",
+            "qwen3_vl_vision_stage": "rotary-reshape-model",
         },
     ),
     (
@@ -182,6 +192,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "qwen3_5_named_ssm_dtype": True,
             "mm_tie_later_name": True,
             "qwen_vl_vision_stage": "rotary-copy-native-norm",
+            "qwen3_vl_vision_stage": "rotary-copy-model",
         },
     ),
     ("0.18", {"group_threshold": 1.5, "dsa_fp8_backend": True, "dsa_block_forced": False}),

@@ -233,6 +233,13 @@ class EngineRules:
     #: 0.13, the tallied block (``"siglip-qkv-views"``: q/k/v views of the qkv output into
     #: flash attention, out-of-place LayerNorm and GELU, the embeddings kept in a list).
     siglip_vision_stage: str
+    #: Qwen3-VL's (and Qwen3.5's) vision block: the generic per-patch envelope (``"envelope"``,
+    #: no Qwen3-VL before 0.11) or its attention stage, that of Qwen2.5-VL's attention class it
+    #: builds (:data:`~mmcli.kv.whatif.encoder.VISION_STAGES`): ``"rotary-cat-fp32"`` (0.11),
+    #: ``"rotary-reshape-fp32"`` (0.11.1), ``"rotary-reshape-model"`` (0.12),
+    #: ``"rotary-copy-model"`` (0.17); its LayerNorms are out of place whatever
+    #: ``--enforce-eager``, its MLP not gated, its position embeddings and deepstack outputs kept.
+    qwen3_vl_vision_stage: str
     #: A dummy item of a model without its own count (``get_mm_max_tokens_per_item`` None)
     #: counted by its encoder outputs (``"embeds"``, ``get_num_embeds``) or, 0.10.1 – 0.12
     #: (``get_mm_max_contiguous_tokens``), by its placeholder tokens (``"placeholder"``,
@@ -288,6 +295,7 @@ CLI_FIELDS: Final = frozenset({"max_len_tera", "max_len_auto", "dotted_o_cc"})
 ENCODER_FIELDS: Final = frozenset(
     {"mm_items_per_prompt", "qwen_vl_video", "qwen_vl_image", "mm_tie_later_name",
      "v2_encoder_profile", "qwen_vl_vision_stage", "siglip_vision_stage", "qwen3_vl_video",
+     "qwen3_vl_vision_stage",
      "mm_dummy_tokens", "mistral3_image_size", "gemma4_image_tokens", "kimi_k25_dummy",
      "mm_device_normalize", "skip_unused_towers",
      "language_model_only_flag",

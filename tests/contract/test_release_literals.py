@@ -162,6 +162,7 @@ FIELD_WORDS: dict[str, str] = {
     "v2_encoder_profile": r"V2 runner profiles the multimodal encoder",
     "qwen_vl_vision_stage": r"Qwen2.5-VL's vision block",
     "siglip_vision_stage": r"Gemma 3's SigLIP vision block",
+    "qwen3_vl_vision_stage": r"Qwen3-VL's vision block",
     "qwen3_vl_video": r"Qwen3-VL's dummy video",
     "mm_dummy_tokens": r"dummy item .* counted by its",
     "mistral3_image_size": r"Mistral 3's dummy image",

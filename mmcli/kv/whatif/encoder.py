@@ -101,7 +101,8 @@ def encoder_profile(
     """The encoder profile of ``doc`` (None: no encoder, or every modality disabled) and a note
     (where it is not estimated, or nothing is profiled). ``enforce_eager``: no inductor, so
     the fused residual norm runs its in-place kernel (:data:`OUT_OF_PLACE_NORM`)."""
-    from mmcli.kv.whatif.mm_dummy import NotMirrored, dummy_batch
+    from mmcli.kv.whatif.mm_dummy import QWEN3_VL, NotMirrored, dummy_batch
+    from mmcli.kv.whatif.mm_qwen3 import vision_peak as qwen3_peak
 
     if not encoder_sections(doc):
         return None, None
@@ -133,13 +134,17 @@ def encoder_profile(
     raw = raw_pixels(doc, rules, settings.device_normalize)
     pixels = patches * tower.pixels_per_patch * (RAW_PIXEL_BYTES if raw else PIXEL_BYTES)
     per_patch = (2 * tower.hidden + (3 * tower.hidden + wide) // tp) * d
+    qwen3 = doc.get("model_type") in QWEN3_VL
     stage = {
         "qwen2_5_vl": rules.qwen_vl_vision_stage,
         "gemma3": rules.siglip_vision_stage,
-    }.get(str(doc.get("model_type")), "envelope")
+    }.get(str(doc.get("model_type")), rules.qwen3_vl_vision_stage if qwen3 else "envelope")
     if enforce_eager and stage in OUT_OF_PLACE_NORM:
         stage = OUT_OF_PLACE_NORM[stage]
-    if stage in SIGLIP_STAGES:
+    if qwen3 and stage != "envelope":
+        attention = VISION_STAGES[stage]
+        per_patch = qwen3_peak(doc["vision_config"], attention, stage in REDUCES, tp, d)
+    elif stage in SIGLIP_STAGES:
         per_patch = siglip_peak(tower.hidden, tower.intermediate, tp, d)
     elif stage != "envelope":
         per_patch = vision_peak(stage, tower.hidden, tower.intermediate, tp, d)
@@ -367,13 +372,14 @@ def mm_settings(
     the ``max_model_len`` vLLM runs with, and the model's ``preprocessor_config.json`` and,
     for Qwen3-VL, its ``video_preprocessor_config.json``, each asked of ``side_file`` (the
     model's file of that name, None where it has none); a text-only config needs none."""
+    from mmcli.kv.whatif.mm_common import read_json
     from mmcli.kv.whatif.mm_dummy import QWEN3_VL
 
     if not encoder_sections(doc):
         return MmSettings()
 
     def read(name: str) -> dict[str, Any] | None:
-        return None if side_file is None else _read_json(side_file(name))
+        return None if side_file is None else read_json(side_file(name))
 
     video = read(VIDEO_PROCESSOR_FILE) if doc.get("model_type") in QWEN3_VL else None
     return MmSettings(
@@ -385,16 +391,3 @@ def mm_settings(
         device_normalize=device_normalize,
         language_model_only=language_model_only,
     )
-
-
-def _read_json(path: Path | None) -> dict[str, Any] | None:
-    """The JSON object in ``path`` (None: no file, or not a JSON object)."""
-    import json
-
-    if path is None or not path.is_file():
-        return None
-    try:
-        loaded = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return loaded if isinstance(loaded, dict) else None

@@ -1,10 +1,12 @@
 """What the encoder profile's dummy-batch modules share: the encoder geometry, the refusal of
-what is not mirrored, and Qwen2-VL's image of most features (which Qwen3-VL's reuses)."""
+what is not mirrored, Qwen2-VL's image of most features (which Qwen3-VL's reuses) and the
+reading of a processor's JSON file."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Final
 
 #: The aspect-ratio bound of the image with most features (``get_image_size_with_most_features``
@@ -55,3 +57,16 @@ def image_shape(max_pixels: int, unit: int, rule: str) -> tuple[int, int]:
         if count // low / low <= _MAX_RATIO:
             return unit * low, unit * (count // low)
     return unit, unit
+
+
+def read_json(path: Path | None) -> dict[str, Any] | None:
+    """The JSON object in ``path`` (None: no file, or not a JSON object)."""
+    import json
+
+    if path is None or not path.is_file():
+        return None
+    try:
+        loaded = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return loaded if isinstance(loaded, dict) else None

@@ -159,3 +159,41 @@ def _towers(
         out_hidden=num(vision, "out_hidden_size") * (1 + len(deepstack)),
     )
     return {m: (tower, t * merge * merge) for m, t in rows.items()}
+
+
+def vision_peak(
+    vision: dict[str, Any], attention: tuple[int, int, int, bool], reduces: bool, tp: int, d: int
+) -> int:
+    """Bytes a patch holds at the peak of Qwen3-VL's vision tower (``Qwen3_VisionTransformer``,
+    also Qwen3.5's) under a release rule (``qwen3_vl_vision_stage``): the attention is
+    Qwen2.5-VL's (``Qwen2_5_VisionAttention``), so ``attention`` is that rule's stage in
+    :data:`~mmcli.kv.whatif.encoder.VISION_STAGES` (the block's input and its normed copy
+    whole, as there) and ``reduces`` whether it peaks at the output projection (its all-reduce
+    at tp > 1, :data:`~mmcli.kv.whatif.encoder.REDUCES`). The block's norms are
+    ``nn.LayerNorm`` (new tensors, no custom op, so ``--enforce-eager`` changes nothing) and
+    its MLP is not gated: at the activation the block's
+    input, the new residual and its normed copy whole beside fc1's output and its GELU (per
+    rank); at fc2 the GELU (per rank) beside fc2's output whole. Kept through the block loop:
+    the position embeddings (whole) and the deepstack mergers' outputs of the layers before the
+    last (``out_hidden_size`` / merge² a patch each). After the loop, the merger (its input and
+    normed copy whole beside fc1's output and its GELU, hidden-wide per rank, or the GELU and
+    fc2's output) and the final cat of the merger's and the deepstack outputs. At tp > 1 each
+    row-parallel all-reduce returns a new whole tensor beside the rank's partial sum. The
+    rotary cos / sin tables (a head's width a patch) are not counted, as for Qwen2.5-VL."""
+    hidden, intermediate = num(vision, "hidden_size"), num(vision, "intermediate_size")
+    depth, merge = num(vision, "depth"), num(vision, "spatial_merge_size")
+    out = num(vision, "out_hidden_size") * d // merge**2
+    layers = [i for i in vision.get("deepstack_visual_indexes", []) if isinstance(i, int)]
+    reduce = hidden * d if tp > 1 else 0
+    whole, rank, fp32, gathers = attention
+    at_call = whole * hidden * d + (rank * hidden * d + fp32 * hidden * 4) // tp
+    blocks = [at_call + (reduce if reduces else 0)]
+    if gathers and tp > 1:
+        blocks[0] += 3 * hidden * d
+        blocks.append((whole + 6) * hidden * d + 3 * hidden * d // tp)
+    blocks.append(3 * hidden * d + 2 * intermediate * d // tp)
+    blocks.append(4 * hidden * d + reduce + intermediate * d // tp)
+    kept = hidden * d + sum(i < depth - 1 for i in layers) * out
+    merger = 2 * hidden * d + max(2 * hidden * d // tp, hidden * d // tp + out * min(tp, 2))
+    tail = [hidden * d + len(layers) * out + merger, hidden * d + 2 * (1 + len(layers)) * out]
+    return max([kept + block for block in blocks] + tail)

@@ -159,8 +159,11 @@ def test_the_tower_and_its_deepstack_outputs() -> None:
     concatenated with one deepstack merger's per deepstack layer, out_hidden_size × (1 + 3) =
     8,192 a token. The outputs are the 12,288 encoder rows (not the 153,600 placeholder
     tokens): 12,288 × 8,192 × 2 bytes; the forward is the float32 pixels (49,152 patches × 3 ×
-    2 × 16² values × 4 bytes) plus 49,152 × (2 × 1,152 + (3 × 1,152 + 2 × 4,304) / 2) × 2
-    bytes at tensor parallel 2."""
+    2 × 16² values × 4 bytes) plus 49,152 × the tallied vision block at tensor parallel 2
+    (``qwen3_vl_vision_stage`` rotary-reshape-model, tests/kv/whatif/test_qwen3_vision.py): at
+    the attention's output projection 3 whole + 8 / 2 + 1 all-reduced hidden-size units (8
+    × 1,152 × 2 bytes), beside the kept position embeddings (1,152 × 2) and the three deepstack
+    outputs (3 × 2,048 / 2² × 2): 18,432 + 2,304 + 3,072 = 23,808 bytes a patch."""
     image, video = _files()
     part, note = encoder_profile(
         _doc(),
@@ -175,7 +178,7 @@ def test_the_tower_and_its_deepstack_outputs() -> None:
     assert note is None or "not estimated" not in note
     assert part is not None and part.estimated
     outputs = 12288 * 8192 * 2
-    forward = 49152 * 1536 * 4 + 49152 * (2 * 1152 + (3 * 1152 + 2 * 4304) // 2) * 2
+    forward = 49152 * 1536 * 4 + 49152 * (8 * 1152 + 1152 + 3 * 2048 // 4) * 2
     assert part.bytes == max(forward, outputs)
 
 

@@ -97,9 +97,11 @@ def test_the_image_of_most_features_is_profiled(model_type: str, version: str) -
 def test_no_deepstack_outputs_one_width_a_token() -> None:
     """Without ``deepstack_visual_indexes`` the outputs are 16,384 rows × 2,048 × 2 bytes (a
     Qwen3-VL config with three deepstack layers has four times as many); the forward at
-    tensor parallel 1 is the float32 pixels (65,536 × 3 × 2 × 16² × 4 bytes) plus 65,536 ×
-    (2 × 1,152 + 3 × 1,152 + 2 × 4,304) × 2 bytes (the generic envelope), over a text peak of
-    zero."""
+    tensor parallel 1 is the float32 pixels (65,536 × 3 × 2 × 16² × 4 bytes; vLLM 0.24 does
+    not normalise Qwen3.5's on the GPU) plus 65,536 × the tallied vision block (0.24.0
+    ``qwen3_vl_vision_stage`` rotary-copy-model, tests/kv/whatif/test_qwen3_vision.py): 11
+    hidden-size units at the attention's output projection beside the kept position embeddings
+    (1 unit; no deepstack outputs), 12 × 1,152 × 2 bytes, over a text peak of zero."""
     image, video = _files()
     settings = MmSettings(32768, processor=image, video_processor=video)
     fields: dict[str, Any] = {
@@ -112,7 +114,7 @@ def test_no_deepstack_outputs_one_width_a_token() -> None:
     }
     part, _ = encoder_profile(_doc(), rules_for("0.24.0"), **fields)
     assert part is not None and part.estimated
-    forward = 65536 * 1536 * 4 + 65536 * (2 * 1152 + 3 * 1152 + 2 * 4304) * 2
+    forward = 65536 * 1536 * 4 + 65536 * 12 * 1152 * 2
     assert part.bytes == forward
     assert part.inputs["outputs_bytes"] == 16384 * 2048 * 2
     deep = _doc()
