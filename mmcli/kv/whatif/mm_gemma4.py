@@ -11,9 +11,16 @@ processor's ``audio_seq_length``. The dummy image and each of the 32 video frame
 ``max_soft_tokens`` × ``pooling_kernel_size``² and the tower encodes them all; a frame gives
 ``_compute_num_soft_tokens`` output rows (224 × 224 at 70 soft tokens: 64).
 
-The tower's forward is not mirrored: before 0.22 one image or frame is encoded at a time, from
-0.22 in chunks sized from the free GPU memory (``_encoder_chunk``), and vLLM names the position
-embedding's one-hot transient, not the residual stream, as its peak.
+The tower's forward is not mirrored. The tower is transformers' ``Gemma4VisionModel``
+(``AutoModel.from_config`` in every release; from 0.34 vLLM inlines the patch embedder's
+forward but still calls its ``_position_embeddings``), so its peak is decided by the
+transformers release vLLM runs with, which a vLLM release does not fix (its requirement has a
+lower bound only). Up to transformers 5.9.0 ``_position_embeddings`` builds
+``F.one_hot(positions, position_embedding_size)`` (int64, 2 × ``position_embedding_size`` a
+patch) and its cast to the table's dtype, 20 × ``position_embedding_size`` bytes a patch at
+bfloat16 (204,800 for the 31B's 10,240), far above the blocks' residual stream; from 5.10.1
+two embedding lookups replace it (hidden-size tensors only). vLLM sizes its chunks (from 0.22,
+``_encoder_chunk``) for the one-hot either way.
 """
 
 from __future__ import annotations
@@ -35,10 +42,16 @@ FRAME_EXTRA_TOKENS: Final = 2 + 6
 SOFT_TOKENS: Final = (70, 140, 280, 560, 1120)
 #: The dummy image's side when the image processor has no ``size`` (``get_dummy_mm_data``).
 DUMMY_SIDE: Final = 224
+#: The last transformers release whose Gemma 4 patch embedder builds the position one-hot, and
+#: the first that looks the positions up instead (transformers PR 46176).
+ONE_HOT_LAST: Final = "5.9.0"
+LOOKUP_FIRST: Final = "5.10.1"
 #: Why the encoder profile is named, not estimated, once the batch is known.
 FORWARD_NOTE: Final = (
-    "Gemma 4's vision tower encodes an image or frame at a time, or chunks sized from free GPU "
-    "memory (gemma4_mm.py _encoder_chunk), its peak the position one-hot: not mirrored"
+    "Gemma 4's vision tower is transformers' Gemma4VisionModel, whose peak the transformers "
+    f"release decides, not vLLM's: up to transformers {ONE_HOT_LAST} its patch embedder builds "
+    "an int64 position one-hot (2 x position_embedding_size a patch) and its cast, from "
+    f"{LOOKUP_FIRST} an embedding lookup instead; not mirrored"
 )
 
 

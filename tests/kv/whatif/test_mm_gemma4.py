@@ -93,7 +93,9 @@ def test_refusals() -> None:
 
 def test_plan_names_the_encoder_profile_with_the_batch_reason() -> None:
     """End to end: the 31B on an H100 with vLLM 0.20: the encoder profile is named, not
-    estimated, and the note says the vision tower's forward is not mirrored."""
+    estimated, and the note says why: the tower is transformers' Gemma4VisionModel
+    (gemma4_mm.py, vLLM 0.19.0 - 0.34.0: ``AutoModel.from_config(config=config.vision_config)``)
+    and its peak depends on the transformers release (see the next test)."""
     request = PlanRequest(
         str(FOLDER),
         gpu="H100",
@@ -106,4 +108,23 @@ def test_plan_names_the_encoder_profile_with_the_batch_reason() -> None:
     assert est is not None
     (part,) = [p for p in est.components if p.name == "encoder profile"]
     assert part.estimated is False
-    assert any("Gemma 4's vision tower" in note for note in est.notes)
+    (note,) = [note for note in est.notes if "Gemma 4's vision tower" in note]
+    assert "transformers 5.9.0" in note and "from 5.10.1" in note
+
+
+def test_the_forward_stays_named_because_transformers_decides_the_peak() -> None:
+    """Why the forward is not estimated. transformers 5.5.0 - 5.9.0
+    models/gemma4/modeling_gemma4.py ``Gemma4VisionPatchEmbedder._position_embeddings``:
+    ``one_hot = F.one_hot(clamped_positions, num_classes=self.position_embedding_size)`` then
+    ``.permute(0, 2, 1, 3).to(self.position_embedding_table)`` and ``one_hot @ table``: int64
+    (batch, patches, 2, 10,240) beside its bfloat16 cast, (16 + 4) × 10,240 = 204,800 bytes a
+    patch on the 31B (position_embedding_size 10,240), against the envelope's
+    2 × (5 × 1,152 + 3 × 4,304) = 37,344; transformers 5.10.1 (PR 46176, merged for issue
+    46175) uses two ``F.embedding`` lookups instead. vLLM 0.34.0 gemma4_mm.py ``_embed_patches``
+    still calls ``embedder._position_embeddings``, and vLLM 0.27.1 requires
+    ``transformers>=5.5.3`` with no upper bound (github.com/timothystewart6/vllm-gb10 issue 97),
+    so one vLLM release runs either: the batch is derived, the forward note stays."""
+    batch = _batch("0.34")
+    assert batch.forward_note is not None
+    assert "position one-hot" in batch.forward_note
+    assert "embedding lookup" in batch.forward_note
