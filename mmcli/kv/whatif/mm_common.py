@@ -31,6 +31,26 @@ class Tower:
     out_hidden: int
 
 
+def vision_tower(
+    vision: dict[str, Any],
+    *,
+    gated: bool,
+    patch: int,
+    out_hidden: int,
+    layers: int | None = None,
+) -> Tower:
+    """The tower of a vision config's ``hidden_size``, ``intermediate_size`` and
+    ``num_hidden_layers`` (or the ``layers`` the model runs), over RGB patches of patch²."""
+    return Tower(
+        hidden=num(vision, "hidden_size"),
+        intermediate=num(vision, "intermediate_size"),
+        gated=gated,
+        layers=num(vision, "num_hidden_layers") if layers is None else layers,
+        pixels_per_patch=3 * patch * patch,
+        out_hidden=out_hidden,
+    )
+
+
 class NotMirrored(Exception):
     """The family or a setting whose dummy batch is not mirrored (the message says which)."""
 

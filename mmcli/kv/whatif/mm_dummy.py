@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from mmcli.kv.whatif.mm_common import NotMirrored, Tower, image_shape
+from mmcli.kv.whatif.mm_common import NotMirrored, Tower, image_shape, vision_tower
 from mmcli.kv.whatif.mm_common import num as _num
 from mmcli.kv.whatif.mm_mistral3 import mistral3, own_format
 
@@ -184,14 +184,7 @@ def _gemma3(
     # taken: a published Gemma 3 config writes them all.
     tokens = _num(doc, "mm_tokens_per_image")
     size, patch = _num(vision, "image_size"), _num(vision, "patch_size")
-    tower = Tower(
-        hidden=_num(vision, "hidden_size"),
-        intermediate=_num(vision, "intermediate_size"),
-        gated=False,
-        layers=_num(vision, "num_hidden_layers"),
-        pixels_per_patch=3 * patch * patch,
-        out_hidden=_text_hidden(doc),
-    )
+    tower = vision_tower(vision, gated=False, patch=patch, out_hidden=_text_hidden(doc))
     return {"image": tokens}, {"image": (tower, (size // patch) ** 2)}
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, Final
 
-from mmcli.kv.whatif.mm_common import NotMirrored, Tower, num
+from mmcli.kv.whatif.mm_common import NotMirrored, Tower, num, vision_tower
 
 if TYPE_CHECKING:
     from mmcli.kv.releases import EngineRules
@@ -101,14 +101,7 @@ def gemma4(
         limits.get(m, default_limit) <= 0 for m in per_item
     ):
         raise NotMirrored("Gemma 4's dummy audio (the processor's audio_seq_length)")
-    tower = Tower(
-        hidden=num(vision, "hidden_size"),
-        intermediate=num(vision, "intermediate_size"),
-        gated=True,
-        layers=num(vision, "num_hidden_layers"),
-        pixels_per_patch=3 * patch * patch,
-        out_hidden=text_hidden,
-    )
+    tower = vision_tower(vision, gated=True, patch=patch, out_hidden=text_hidden)
     towers = {
         "image": (tower, image * pool * pool),
         "video": (tower, VIDEO_FRAMES * FRAME_SOFT_TOKENS * pool * pool),

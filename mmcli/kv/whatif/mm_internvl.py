@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
-from mmcli.kv.whatif.mm_common import NotMirrored, Tower, num
+from mmcli.kv.whatif.mm_common import NotMirrored, Tower, num, vision_tower
 
 if TYPE_CHECKING:
     from mmcli.kv.releases import EngineRules
@@ -83,13 +83,9 @@ def internvl_chat(
         raise NotMirrored("the InternVL config lacks select_layer as an integer")
     layers = num(vision, "num_hidden_layers")
     layers = layers + select + 1 if select < 0 else select + 1
-    tower = Tower(
-        hidden=num(vision, "hidden_size"),
-        intermediate=num(vision, "intermediate_size"),
-        gated=False,
-        layers=num({"layers": layers}, "layers"),
-        pixels_per_patch=3 * patch * patch,
-        out_hidden=num(text, "hidden_size"),
+    layers = num({"layers": layers}, "layers")
+    tower = vision_tower(
+        vision, gated=False, patch=patch, out_hidden=num(text, "hidden_size"), layers=layers
     )
     tokens = tiles * seq_length
     return {"image": tokens}, {"image": (tower, tiles * (side // patch) ** 2)}, {"image": tokens}

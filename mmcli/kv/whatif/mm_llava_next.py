@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mmcli.kv.whatif.mm_common import NotMirrored, Tower, num
+from mmcli.kv.whatif.mm_common import NotMirrored, Tower, num, vision_tower
 
 #: The vision towers mirrored, by ``vision_config.model_type``: whether a class token is added.
 _TOWERS = {"clip_vision_model": True, "siglip_vision_model": False}
@@ -89,14 +89,8 @@ def llava_next(
         if tokens > best[0]:
             best = (tokens, rows * cols)
     tokens, tiles = best
-    tower = Tower(
-        hidden=num(vision, "hidden_size"),
-        intermediate=num(vision, "intermediate_size"),
-        gated=False,
-        layers=_layers(doc.get("vision_feature_layer", -2), num(vision, "num_hidden_layers")),
-        pixels_per_patch=3 * patch * patch,
-        out_hidden=text_hidden,
-    )
+    layers = _layers(doc.get("vision_feature_layer", -2), num(vision, "num_hidden_layers"))
+    tower = vision_tower(vision, gated=False, patch=patch, out_hidden=text_hidden, layers=layers)
     return {"image": tokens}, {"image": (tower, (tiles + 1) * positions)}
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from mmcli.kv.whatif.mm_common import NotMirrored, Tower, num
+from mmcli.kv.whatif.mm_common import NotMirrored, Tower, num, vision_tower
 
 if TYPE_CHECKING:
     from mmcli.kv.releases import EngineRules
@@ -73,14 +73,7 @@ def mistral3(
     if rules.mm_dummy_tokens not in ("placeholder", "embeds"):
         raise NotMirrored("Mistral 3's dummy image of this release is not mirrored")
     tokens = (grid + 1) * grid if rules.mm_dummy_tokens == "placeholder" else embeds
-    tower = Tower(
-        hidden=num(vision, "hidden_size"),
-        intermediate=num(vision, "intermediate_size"),
-        gated=True,
-        layers=num(vision, "num_hidden_layers"),
-        pixels_per_patch=3 * patch * patch,
-        out_hidden=text_hidden,
-    )
+    tower = vision_tower(vision, gated=True, patch=patch, out_hidden=text_hidden)
     return {"image": tokens}, {"image": (tower, embeds * merge * merge)}, {"image": embeds}
 
 
