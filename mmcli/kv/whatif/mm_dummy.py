@@ -13,8 +13,9 @@ Qwen2-VL / Qwen2.5-VL (dynamic resolution, images and videos), Qwen3-VL
 (:mod:`mmcli.kv.whatif.mm_qwen3`; Qwen3.5 / 3.6 too), Mistral 3
 (:mod:`mmcli.kv.whatif.mm_mistral3`),
 Gemma 4's dummy items (:mod:`mmcli.kv.whatif.mm_gemma4`, its forward not mirrored), Kimi K2.5
-(:mod:`mmcli.kv.whatif.mm_kimi_k25`), LLaVA-NeXT (:mod:`mmcli.kv.whatif.mm_llava_next`) and
-InternVL's original format (:mod:`mmcli.kv.whatif.mm_internvl`); for
+(:mod:`mmcli.kv.whatif.mm_kimi_k25`), LLaVA-NeXT (:mod:`mmcli.kv.whatif.mm_llava_next`),
+InternVL's original format (:mod:`mmcli.kv.whatif.mm_internvl`) and Llama 4
+(:mod:`mmcli.kv.whatif.mm_llama4`); for
 any other the caller names the encoder profile without estimating it.
 """
 
@@ -122,6 +123,10 @@ def dummy_batch(
         from mmcli.kv.whatif.mm_kimi_k25 import kimi_k25
 
         per_item, towers, rows = kimi_k25(doc, rules, processor, kwargs, limits)
+    elif kind == "llama4":
+        from mmcli.kv.whatif.mm_llama4 import llama4
+
+        per_item, towers, rows = llama4(doc, rules, processor, kwargs, _text_hidden(doc))
     else:
         raise NotMirrored(f"model_type {kind!r}: its processor's dummy items are not mirrored")
     enabled = {m: t for m, t in per_item.items() if limits.get(m, DEFAULT_LIMIT) > 0}
