@@ -13,7 +13,8 @@ Qwen2-VL / Qwen2.5-VL (dynamic resolution, images and videos), Qwen3-VL
 (:mod:`mmcli.kv.whatif.mm_qwen3`; Qwen3.5 / 3.6 too), Mistral 3
 (:mod:`mmcli.kv.whatif.mm_mistral3`),
 Gemma 4's dummy items (:mod:`mmcli.kv.whatif.mm_gemma4`, its forward not mirrored), Kimi K2.5
-(:mod:`mmcli.kv.whatif.mm_kimi_k25`), LLaVA-NeXT (:mod:`mmcli.kv.whatif.mm_llava_next`) and
+(:mod:`mmcli.kv.whatif.mm_kimi_k25`), LLaVA-NeXT (:mod:`mmcli.kv.whatif.mm_llava_next`),
+LLaVA-OneVision (:mod:`mmcli.kv.whatif.mm_llava_onevision`) and
 InternVL's original format (:mod:`mmcli.kv.whatif.mm_internvl`); for
 any other the caller names the encoder profile without estimating it.
 """
@@ -122,6 +123,15 @@ def dummy_batch(
         from mmcli.kv.whatif.mm_kimi_k25 import kimi_k25
 
         per_item, towers, rows = kimi_k25(doc, rules, processor, kwargs, limits)
+    elif kind == "llava_onevision":
+        from mmcli.kv.whatif.mm_llava_onevision import llava_onevision
+
+        if max_model_len is None:
+            raise NotMirrored("the video of most features needs max_model_len")
+        per_item, towers = llava_onevision(
+            doc, rules, max_model_len, limits, processor, video_processor, kwargs,
+            _text_hidden(doc), DEFAULT_LIMIT,
+        )  # fmt: skip
     else:
         raise NotMirrored(f"model_type {kind!r}: its processor's dummy items are not mirrored")
     enabled = {m: t for m, t in per_item.items() if limits.get(m, DEFAULT_LIMIT) > 0}
