@@ -99,6 +99,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "skip_unused_towers": False,
             "language_model_only_flag": False,
             "internvl_video_text": "qwen2",
+            "llava_ov_video": "less-image",
         },
     ),
     (
@@ -117,6 +118,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "state_models_v1_default": True,
             "qwen_vl_video": "seq-16",
             "internvl_video_text": "qwen2-qwen3-gpt-oss",
+            "llava_ov_video": "seq",
         },
     ),
     (

@@ -272,6 +272,10 @@ class EngineRules:
     #: ``qwen3_moe`` or ``gpt_oss`` one (``"qwen2-qwen3-gpt-oss"``), if the tokenizer has the
     #: video token.
     internvl_video_text: str
+    #: LLaVA-OneVision's dummy video (llava_onevision.py ``get_num_frames_with_most_features``):
+    #: the frames that fit max_model_len less one image when images are on (``"less-image"``)
+    #: or, from 0.10.2, max_model_len (``"seq"``), at most 16.
+    llava_ov_video: str
 
 
 #: The rules that matter only with pipeline stages (``--pipeline-parallel-size`` > 1).
@@ -299,7 +303,7 @@ ENCODER_FIELDS: Final = frozenset(
      "mm_dummy_tokens", "mistral3_image_size", "gemma4_image_tokens", "kimi_k25_dummy",
      "mm_device_normalize", "skip_unused_towers",
      "language_model_only_flag",
-     "internvl_video_text"}
+     "internvl_video_text", "llava_ov_video"}
 )  # fmt: skip
 
 _VERSION = re.compile(r"^v?(\d{1,4})\.(\d{1,4})(?:\.(\d{1,4}))?(?:[.+-]?[0-9A-Za-z.+-]*)?$")

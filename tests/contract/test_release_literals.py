@@ -172,6 +172,7 @@ FIELD_WORDS: dict[str, str] = {
     "skip_unused_towers": r"tower.*not loaded",
     "language_model_only_flag": r"--language-model-only",
     "internvl_video_text": r"InternVL's dummy video",
+    "llava_ov_video": r"LLaVA-OneVision's dummy video",
 }
 
 

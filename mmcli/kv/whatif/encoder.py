@@ -370,8 +370,8 @@ def mm_settings(
 ) -> MmSettings:
     """The encoder profile's settings for a plan: the requests' limits and processor kwargs,
     the ``max_model_len`` vLLM runs with, and the model's ``preprocessor_config.json`` and,
-    for Qwen3-VL, its ``video_preprocessor_config.json``, each asked of ``side_file`` (the
-    model's file of that name, None where it has none); a text-only config needs none."""
+    for Qwen3-VL and LLaVA-OneVision, its ``video_preprocessor_config.json``, each asked of
+    ``side_file`` (the model's file, None where it has none); a text-only config needs none."""
     from mmcli.kv.whatif.mm_common import read_json
     from mmcli.kv.whatif.mm_dummy import QWEN3_VL
 
@@ -381,7 +381,8 @@ def mm_settings(
     def read(name: str) -> dict[str, Any] | None:
         return None if side_file is None else read_json(side_file(name))
 
-    video = read(VIDEO_PROCESSOR_FILE) if doc.get("model_type") in QWEN3_VL else None
+    videos = (*QWEN3_VL, "llava_onevision")
+    video = read(VIDEO_PROCESSOR_FILE) if doc.get("model_type") in videos else None
     return MmSettings(
         max_model_len=max_model_len(),
         limits={} if limits is None else parse_limits(limits),

@@ -14,8 +14,8 @@ Qwen2-VL / Qwen2.5-VL (dynamic resolution, images and videos), Qwen3-VL
 (:mod:`mmcli.kv.whatif.mm_mistral3`),
 Gemma 4's dummy items (:mod:`mmcli.kv.whatif.mm_gemma4`, its forward not mirrored), Kimi K2.5
 (:mod:`mmcli.kv.whatif.mm_kimi_k25`), LLaVA-NeXT (:mod:`mmcli.kv.whatif.mm_llava_next`),
-InternVL's original format (:mod:`mmcli.kv.whatif.mm_internvl`) and Llama 4
-(:mod:`mmcli.kv.whatif.mm_llama4`); for
+LLaVA-OneVision (:mod:`mmcli.kv.whatif.mm_llava_onevision`), InternVL's original format
+(:mod:`mmcli.kv.whatif.mm_internvl`) and Llama 4 (:mod:`mmcli.kv.whatif.mm_llama4`); for
 any other the caller names the encoder profile without estimating it.
 """
 
@@ -127,6 +127,15 @@ def dummy_batch(
         from mmcli.kv.whatif.mm_llama4 import llama4
 
         per_item, towers, rows = llama4(doc, rules, processor, kwargs, _text_hidden(doc))
+    elif kind == "llava_onevision":
+        from mmcli.kv.whatif.mm_llava_onevision import llava_onevision
+
+        if max_model_len is None:
+            raise NotMirrored("the video of most features needs max_model_len")
+        per_item, towers = llava_onevision(
+            doc, rules, max_model_len, limits, processor, video_processor, kwargs,
+            _text_hidden(doc), DEFAULT_LIMIT,
+        )  # fmt: skip
     else:
         raise NotMirrored(f"model_type {kind!r}: its processor's dummy items are not mirrored")
     enabled = {m: t for m, t in per_item.items() if limits.get(m, DEFAULT_LIMIT) > 0}

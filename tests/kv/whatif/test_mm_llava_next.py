@@ -69,8 +69,7 @@ def test_a_single_wide_pinpoint() -> None:
 
 def test_what_is_not_mirrored_is_refused() -> None:
     """--mm-processor-kwargs (e.g. the processor's image_grid_pinpoints) change the tiles: refused;
-    a processor tiling at another crop_size is refused; a Pixtral tower is refused; so is
-    LLaVA-OneVision, whose dummy image and video are not mirrored."""
+    a processor tiling at another crop_size is refused; a Pixtral tower is refused."""
     with pytest.raises(NotMirrored, match="image_grid_pinpoints"):
         _batch("0.20.0", mm_kwargs={"image_grid_pinpoints": [[336, 336]]})
     with pytest.raises(NotMirrored, match="crop_size"):
@@ -80,8 +79,6 @@ def test_what_is_not_mirrored_is_refused() -> None:
     doc["vision_config"] = doc["vision_config"] | {"model_type": "pixtral"}
     with pytest.raises(NotMirrored, match="pixtral"):
         _batch("0.20.0", doc=doc)
-    with pytest.raises(NotMirrored, match="llava_onevision"):
-        _batch("0.20.0", doc=_doc() | {"model_type": "llava_onevision"})
 
 
 def test_plan_estimates_the_encoder_profile() -> None:
