@@ -119,9 +119,8 @@ def towers_left_out(
     if not rules.skip_unused_towers or not every_modality_off(doc, settings):
         return None
     kind = str(doc.get("model_type", ""))
-    from mmcli.kv.whatif.mm_mistral3 import own_format
-
-    if kind not in TOWERS or own_format(doc):
+    # A Mistral own-format checkpoint (params.json's vision_encoder) names its tensors apart.
+    if kind not in TOWERS or "vision_encoder" in doc:
         return LeftOut(reason=f"the tower tensors of model_type {printable(kind)} are not mapped")
     if kind in rules.towers_unmarked:
         return None
@@ -150,7 +149,7 @@ def _tensor_bytes(source: ModelSource) -> dict[str, int]:
         return _hub_tensor_bytes(source.repo, source.revision)
     if source.folder is None:
         return {}
-    from mmcli.dump.safetensors import read_header
+    from mmcli.kv.inputs.weights import tensor_sizes
 
     index = source.folder / "model.safetensors.index.json"
     if index.is_file():
@@ -160,11 +159,7 @@ def _tensor_bytes(source: ModelSource) -> dict[str, int]:
         paths = sorted(source.folder.glob("*.safetensors"))
     out: dict[str, int] = {}
     for path in paths:
-        try:
-            header = read_header(path)
-        except InputError as exc:
-            raise InputError(f"--gpu weights: {exc.message}", hint=exc.hint) from None
-        out |= {name: t.nbytes for name, t in header.tensors.items()}
+        out |= tensor_sizes(path)
     return out
 
 
