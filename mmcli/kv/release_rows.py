@@ -97,6 +97,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "kimi_k25_dummy": "none",
             "mm_device_normalize": (),
             "skip_unused_towers": False,
+            "towers_unmarked": (),
             "language_model_only_flag": False,
             "internvl_video_text": "qwen2",
             "llava_ov_video": "less-image",
@@ -181,9 +182,10 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "qwen3_vl_video": "two-frames",
             "kimi_k25_dummy": "image-or-chunk",
             "skip_unused_towers": True,
+            "towers_unmarked": ("kimi_k25",),
         },
     ),
-    ("0.16", {"kv_scheme_fp8": "always"}),
+    ("0.16", {"kv_scheme_fp8": "always", "towers_unmarked": ()}),
     (
         "0.17",
         {

@@ -265,6 +265,9 @@ class EngineRules:
     #: ``--language-model-only``): ``_mark_tower_model``, model_executor/models/interfaces.py,
     #: from 0.15 (before: some models, such as Qwen2.5-VL, on their own).
     skip_unused_towers: bool
+    #: The model types whose class does not yet build its towers in ``_mark_tower_model``
+    #: (kimi_k25.py: from 0.16), so they are loaded whatever the limits.
+    towers_unmarked: tuple[str, ...]
     #: ``--language-model-only`` (config/multimodal.py, from 0.17): every modality's limit 0.
     language_model_only_flag: bool
     #: InternVL's dummy video (internvl.py ``get_video_token`` / ``ctx_video_token``): served for
@@ -301,7 +304,7 @@ ENCODER_FIELDS: Final = frozenset(
      "v2_encoder_profile", "qwen_vl_vision_stage", "siglip_vision_stage", "qwen3_vl_video",
      "qwen3_vl_vision_stage",
      "mm_dummy_tokens", "mistral3_image_size", "gemma4_image_tokens", "kimi_k25_dummy",
-     "mm_device_normalize", "skip_unused_towers",
+     "mm_device_normalize", "skip_unused_towers", "towers_unmarked",
      "language_model_only_flag",
      "internvl_video_text", "llava_ov_video"}
 )  # fmt: skip

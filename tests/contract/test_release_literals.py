@@ -170,6 +170,7 @@ FIELD_WORDS: dict[str, str] = {
     "kimi_k25_dummy": r"Kimi K2.5's dummy vision chunk",
     "mm_device_normalize": r"pixel values.*uint8",
     "skip_unused_towers": r"tower.*not loaded",
+    "towers_unmarked": r"Kimi K2\.5's towers",
     "language_model_only_flag": r"--language-model-only",
     "internvl_video_text": r"InternVL's dummy video",
     "llava_ov_video": r"LLaVA-OneVision's dummy video",

@@ -170,6 +170,11 @@ def _listing(files: list[str], most: int = 8) -> str:
     return shown + (f", … ({len(files)} in all)" if len(files) > most else "")
 
 
+def call_hub(repo: str, revision: str | None, do: Callable[[], T]) -> T:
+    """``do()`` (a ``huggingface_hub`` call) quiet, its errors one InputError each."""
+    return _call(repo, revision, do)
+
+
 def _call(repo: str, revision: str | None, do: Callable[[], T], filename: str = "") -> T:
     """``do()`` with the library quiet, its errors turned into one InputError each."""
     from huggingface_hub import constants

@@ -172,6 +172,11 @@ def weights_total(spec: str) -> int:
 def safetensors_total(path: Path) -> int:
     """Bytes of the tensors a ``.safetensors`` file's header declares (no data read); a file
     that is not a valid safetensors file is one InputError naming ``--weights``."""
+    return sum(tensor_sizes(path).values())
+
+
+def tensor_sizes(path: Path) -> dict[str, int]:
+    """Each tensor's bytes by name, as a ``.safetensors`` file's header declares them."""
     from mmcli.dump.safetensors import read_header
 
     try:
@@ -179,4 +184,4 @@ def safetensors_total(path: Path) -> int:
     except InputError as exc:
         raise InputError(f"--weights: {exc.message}", hint=exc.hint) from None
     protect(path)  # an input: --emit-map or --plot may not replace it
-    return sum(t.nbytes for t in header.tensors.values())
+    return {name: t.nbytes for name, t in header.tensors.items()}

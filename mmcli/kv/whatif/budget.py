@@ -3,7 +3,7 @@ and what vLLM keeps back, as an estimate (:func:`mmcli.kv.whatif.gpus.estimate_k
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from mmcli.errors import InputError
@@ -60,8 +60,9 @@ def gpu_budget(
     rules = rules_for(vllm_version)
     share = rules.default_gpu_memory_utilization if utilization is None else utilization
     args = (share, reserve, tensor_parallel_size, pipeline_parallel_size)
+    loaded, left_out, profile = _loaded(figure, weights, source, rules, profile)
     # The flat estimate first: it checks the sizes the components divide by.
-    est = estimate(gpu, figure, *args, extensible=rules.extensible_kv_cache)
+    est = estimate(gpu, loaded, *args, extensible=rules.extensible_kv_cache)
     parts, notes, transient = _components(gpu, reserve, tensor_parallel_size, rules, profile)
     if parts or notes:
         from mmcli.kv.whatif.gpus import estimate_kv_budget
@@ -80,7 +81,46 @@ def gpu_budget(
             notes=notes,
             transient=transient,
         )
+    if left_out:
+        est = replace(est, towers_left_out_bytes=left_out)
     return est, figure
+
+
+def _loaded(
+    figure: WeightsFigure,
+    weights: str | None,
+    source: ModelSource,
+    rules: EngineRules,
+    profile: Profile | None,
+) -> tuple[WeightsFigure, int, Profile | None]:
+    """The weights vLLM loads: the checkpoint's figure less the encoder towers it leaves out
+    when every modality is off (:mod:`mmcli.kv.inputs.towers`; not a ``--weights`` figure,
+    which is taken as given), the bytes left out, and the profile whose off-note says so."""
+    from mmcli.kv.inputs.towers import towers_left_out
+
+    if weights is not None or profile is None or figure.estimated:
+        return figure, 0, profile
+    got = towers_left_out(profile.doc, source, rules, profile.mm)
+    if got is None:
+        return figure, 0, profile
+    if not got.bytes:
+        note = (
+            f"weights read from the checkpoint count them ({got.reason}; give --weights the "
+            "size its log's 'Model loading took' line prints)"
+        )
+        return figure, 0, replace(profile, mm=replace(profile.mm, weights_note=note))
+    gib = got.bytes / 2**30
+    under = ", ".join(got.prefixes)
+    note = (
+        f"the weights figure leaves out their {gib:.2f} GiB ({got.tensors:,} tensors under "
+        f"{under} in the checkpoint's safetensors headers)"
+    )
+    loaded = replace(
+        figure,
+        total_bytes=figure.total_bytes - got.bytes,
+        source=f"{figure.source}, less {got.bytes:,} bytes of encoder towers not loaded",
+    )
+    return loaded, got.bytes, replace(profile, mm=replace(profile.mm, weights_note=note))
 
 
 @dataclass(frozen=True)

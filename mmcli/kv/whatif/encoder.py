@@ -79,6 +79,8 @@ class MmSettings:
     device_normalize: bool | None = None
     #: ``--language-model-only``: every modality off (vLLM's limits all 0).
     language_model_only: bool = False
+    #: What the weights figure does with the towers vLLM leaves out (:func:`off_note`).
+    weights_note: str | None = None
 
 
 def encoder_sections(doc: dict[str, Any]) -> tuple[str, ...]:
@@ -107,7 +109,7 @@ def encoder_profile(
     if not encoder_sections(doc):
         return None, None
     if settings.language_model_only:
-        return None, off_note(rules, "--language-model-only turns every modality off")
+        return None, off_note(rules, "--language-model-only turns every modality off", settings)
     try:
         batch = dummy_batch(
             doc,
@@ -123,7 +125,7 @@ def encoder_profile(
     except NotMirrored as exc:
         return _named(doc, max_num_batched_tokens), NOTE.format(reason=str(exc))
     if batch is None:
-        return None, off_note(rules, "--limit-mm-per-prompt disables every modality")
+        return None, off_note(rules, "--limit-mm-per-prompt disables every modality", settings)
     if batch.forward_note is not None:
         named = _named(doc, max_num_batched_tokens)
         named.inputs.update(_batch_inputs(batch))
@@ -258,15 +260,17 @@ def siglip_peak(hidden: int, intermediate: int, tp: int, d: int) -> int:
     return max(attention, activation, projection)
 
 
-def off_note(rules: EngineRules, why: str) -> str:
+def off_note(rules: EngineRules, why: str, settings: MmSettings | None = None) -> str:
     """The note of a plan whose every modality is off: no encoder profile, and, from the
-    release that leaves unused towers out, no encoder weights either."""
+    release that leaves unused towers out, no encoder weights either (``weights_note``: what
+    the weights figure does with them; by default it counts them)."""
+    weights = None if settings is None else settings.weights_note
     note = f"{why}: no encoder profile"
     if rules.skip_unused_towers:
-        note += (
-            f"; vLLM {rules.release} does not load the encoder towers then, so weights read "
-            "from the checkpoint count them (give --weights the size its log's 'Model loading "
-            "took' line prints)"
+        note += f"; vLLM {rules.release} does not load the encoder towers then, so " + (
+            weights
+            or "weights read from the checkpoint count them (give --weights the size "
+            "its log's 'Model loading took' line prints)"
         )
     return note
 

@@ -102,6 +102,9 @@ class Estimate:
     #: Notes on how the figures were taken (``--reserve`` replacing the activation and
     #: graph figures, ``--kv-cache-memory-bytes``).
     notes: tuple[str, ...] = ()
+    #: The encoder towers' bytes the checkpoint counts and vLLM does not load, taken off the
+    #: weights (:mod:`mmcli.kv.inputs.towers`).
+    towers_left_out_bytes: int = 0
 
     @property
     def upper_bound(self) -> bool:
@@ -146,6 +149,8 @@ class Estimate:
         share = f"weights ÷ {ranks}" if ranks > 1 else "weights"
         if self.weights_estimated:
             share += " (ESTIMATE)"
+        if self.towers_left_out_bytes:
+            share += " (less the encoder towers vLLM does not load)"
         terms = [
             (f"{self.gpu.name} total (as CUDA reports it)", self.gpu.total_bytes),
             (f"× gpu_memory_utilization {self.utilization:g}", self.usable_bytes),
@@ -198,6 +203,8 @@ class Estimate:
             doc |= {"notes": list(self.notes)}
         if self.upper_bound:
             doc |= {"upper_bound": True}
+        if self.towers_left_out_bytes:
+            doc |= {"towers_left_out_bytes": self.towers_left_out_bytes}
         return doc
 
     def _json(self) -> dict[str, Any]:
