@@ -75,6 +75,20 @@ TOWERS: Final[dict[str, tuple[Towers, ...]]] = {
             ),
         ),
     ),  # fmt: skip
+    "llava_onevision": (
+        Towers(
+            _IMAGE_VIDEO,
+            (
+                "vision_tower.",
+                "multi_modal_projector.",
+                "image_newline",
+                "model.vision_tower.",
+                "model.multi_modal_projector.",
+                "model.image_newline",
+            ),
+        ),
+    ),  # fmt: skip
+    "llama4": (Towers(_IMAGE, ("vision_model.", "multi_modal_projector.")),),
     "internvl_chat": (Towers(_IMAGE_VIDEO, ("vision_model.", "mlp1.")),),
     "kimi_k25": (Towers(frozenset({"vision_chunk"}), ("vision_tower.", "mm_projector.")),),
     "gemma4": (

@@ -140,12 +140,27 @@ def test_the_newer_layout_names_the_tower_under_model(tmp_path: Path) -> None:
 
 def test_a_family_not_mapped_keeps_the_figure_whole(tmp_path: Path) -> None:
     folder = _folder(tmp_path, TOWER | TEXT)
-    doc = {"model_type": "llama4", "vision_config": {}}
+    doc = {"model_type": "phi4mm", "vision_config": {}}
     got = towers_left_out(
         doc, _source(folder), rules_for("0.20"), MmSettings(language_model_only=True)
     )
     assert got is not None and got.bytes == 0
-    assert got.reason == "the tower tensors of model_type llama4 are not mapped"
+    assert got.reason == "the tower tensors of model_type phi4mm are not mapped"
+
+
+def test_llama4_leaves_out_its_vision_model_and_projector(tmp_path: Path) -> None:
+    """vLLM 0.15.0 mllama4.py:774 / 0.34.0 :750: ``with self._mark_tower_model(vllm_config,
+    "image")`` wraps ``vision_model`` and ``multi_modal_projector`` (the checkpoint's own
+    top-level names; no mapper rewrites them); the language model stays."""
+    tower = {"vision_model.patch_embedding.linear.weight": (32, 48),
+             "multi_modal_projector.linear_1.weight": (64, 32)}  # fmt: skip
+    text = {"language_model.model.layers.0.self_attn.q_proj.weight": (32, 32)}
+    folder = _folder(tmp_path, tower | text)
+    doc = {"model_type": "llama4", "vision_config": {}}
+    got = towers_left_out(
+        doc, _source(folder), rules_for("0.20"), MmSettings(language_model_only=True)
+    )
+    assert got is not None and (got.bytes, got.tensors) == (_bytes(tower), 2)
 
 
 def test_kimi_k25_marks_its_towers_from_0_16(tmp_path: Path) -> None:
