@@ -101,6 +101,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "language_model_only_flag": False,
             "internvl_video_text": "qwen2",
             "llava_ov_video": "less-image",
+            "glm4v_image": "frames-16",
         },
     ),
     (
@@ -197,6 +198,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "mm_tie_later_name": True,
             "qwen_vl_vision_stage": "rotary-copy-native-norm",
             "qwen3_vl_vision_stage": "rotary-copy-model",
+            "glm4v_image": "processor",
         },
     ),
     ("0.18", {"group_threshold": 1.5, "dsa_fp8_backend": True, "dsa_block_forced": False}),

@@ -279,6 +279,10 @@ class EngineRules:
     #: the frames that fit max_model_len less one image when images are on (``"less-image"``)
     #: or, from 0.10.2, max_model_len (``"seq"``), at most 16.
     llava_ov_video: str
+    #: GLM-4.1V's dummy image (glm4_1v.py ``get_image_size_with_most_features``): a huge square
+    #: resized as 16 frames at 28 · 28 · 2 · 30,000 pixels (``"frames-16"``) or, from 0.17, as
+    #: one frame at the image processor's ``size["longest_edge"]`` (``"processor"``).
+    glm4v_image: str
 
 
 #: The rules that matter only with pipeline stages (``--pipeline-parallel-size`` > 1).
@@ -306,7 +310,7 @@ ENCODER_FIELDS: Final = frozenset(
      "mm_dummy_tokens", "mistral3_image_size", "gemma4_image_tokens", "kimi_k25_dummy",
      "mm_device_normalize", "skip_unused_towers", "towers_unmarked",
      "language_model_only_flag",
-     "internvl_video_text", "llava_ov_video"}
+     "internvl_video_text", "llava_ov_video", "glm4v_image"}
 )  # fmt: skip
 
 _VERSION = re.compile(r"^v?(\d{1,4})\.(\d{1,4})(?:\.(\d{1,4}))?(?:[.+-]?[0-9A-Za-z.+-]*)?$")

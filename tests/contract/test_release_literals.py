@@ -174,6 +174,7 @@ FIELD_WORDS: dict[str, str] = {
     "language_model_only_flag": r"--language-model-only",
     "internvl_video_text": r"InternVL's dummy video",
     "llava_ov_video": r"LLaVA-OneVision's dummy video",
+    "glm4v_image": r"GLM-4\.1V's dummy image",
 }
 
 

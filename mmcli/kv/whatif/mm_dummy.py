@@ -15,7 +15,8 @@ Qwen2-VL / Qwen2.5-VL (dynamic resolution, images and videos), Qwen3-VL
 Gemma 4's dummy items (:mod:`mmcli.kv.whatif.mm_gemma4`, its forward not mirrored), Kimi K2.5
 (:mod:`mmcli.kv.whatif.mm_kimi_k25`), LLaVA-NeXT (:mod:`mmcli.kv.whatif.mm_llava_next`),
 LLaVA-OneVision (:mod:`mmcli.kv.whatif.mm_llava_onevision`), InternVL's original format
-(:mod:`mmcli.kv.whatif.mm_internvl`) and Llama 4 (:mod:`mmcli.kv.whatif.mm_llama4`); for
+(:mod:`mmcli.kv.whatif.mm_internvl`), Llama 4 (:mod:`mmcli.kv.whatif.mm_llama4`) and
+GLM-4.1V / 4.5V / 4.6V's dummy image (:mod:`mmcli.kv.whatif.mm_glm4v`); for
 any other the caller names the encoder profile without estimating it.
 """
 
@@ -136,6 +137,10 @@ def dummy_batch(
             doc, rules, max_model_len, limits, processor, video_processor, kwargs,
             _text_hidden(doc), DEFAULT_LIMIT,
         )  # fmt: skip
+    elif kind in ("glm4v", "glm4v_moe"):
+        from mmcli.kv.whatif.mm_glm4v import glm4v
+
+        per_item, towers, rows = glm4v(doc, rules, processor, kwargs, limits, DEFAULT_LIMIT)
     else:
         raise NotMirrored(f"model_type {kind!r}: its processor's dummy items are not mirrored")
     enabled = {m: t for m, t in per_item.items() if limits.get(m, DEFAULT_LIMIT) > 0}

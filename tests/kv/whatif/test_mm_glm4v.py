@@ -1,0 +1,121 @@
+"""GLM-4.1V / GLM-4.5V / GLM-4.6V's dummy image in the ``--gpu`` estimate's encoder profile
+(:mod:`mmcli.kv.whatif.mm_glm4v`), on the GLM-4.1V-9B-Thinking layout of
+tests/kv/whatif/models/glm4_1v_9b (transformers' documented ``Glm4vConfig`` /
+``Glm4vImageProcessor`` defaults, PROVENANCE.md there: vision hidden 1,536, depth 24, patch 14,
+spatial_merge_size 2, temporal_patch_size 2, out_hidden_size 4,096; the image processor's
+``size`` shortest_edge 12,544 and longest_edge 11,760,000 = 28 · 28 · 15,000)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from mmcli.cli.main import app
+from mmcli.kv.releases import first_release, rules_for
+from mmcli.kv.whatif.mm_dummy import NotMirrored, dummy_batch
+from mmcli.kv.whatif.mm_glm4v import smart_resize
+
+FOLDER = Path("tests/kv/whatif/models/glm4_1v_9b")
+NO_VIDEO = {"video": 0}
+
+
+def _doc() -> dict[str, Any]:
+    return dict(json.loads((FOLDER / "config.json").read_text()))
+
+
+def _processor() -> dict[str, Any]:
+    return dict(json.loads((FOLDER / "preprocessor_config.json").read_text()))
+
+
+def _batch(version: str, doc: dict[str, Any] | None = None, **extra: Any) -> Any:
+    fields: dict[str, Any] = {
+        "max_model_len": 32768,
+        "max_num_batched_tokens": 8192,
+        "max_num_seqs": 256,
+        "processor": _processor(),
+        "limits": NO_VIDEO,
+    }
+    return dummy_batch(doc or _doc(), rules_for(version), **(fields | extra))
+
+
+def test_smart_resize_of_a_square() -> None:
+    """transformers 5.25.0 models/glm4v/image_processing_glm4v.py:53-85 ``smart_resize``: a
+    9,999,999-pixel square as 2 frames under 11,760,000 pixels: β = √(2 · 9,999,999² /
+    11,760,000), ⌊9,999,999 / β / 28⌋ = ⌊√5,880,000 / 28⌋ = ⌊86.6⌋ = 86 → 2,408; a square
+    inside the bounds is only rounded to 28 (1,708 = 61 · 28 stays); one under 12,544 pixels
+    grows: 2 · 56² = 6,272 < 12,544, β = √(12,544 / (2 · 56²)) = √2, ⌈79.2 / 28⌉ · 28 = 84."""
+    assert smart_resize(2, 9999999, 2, 28, 12544, 11760000) == 2408
+    assert smart_resize(2, 1708, 2, 28, 12544, 11760000) == 1708
+    assert smart_resize(2, 56, 2, 28, 12544, 11760000) == 84
+
+
+def test_from_0_17_the_image_is_the_processors_longest_edge() -> None:
+    """vLLM 0.20.0 glm4_1v.py ``get_image_size_with_most_features`` (``num_frames=1``,
+    ``max_image_pixels=_get_image_max_pixels()``, the image processor's
+    ``size["longest_edge"]`` = 11,760,000) → ``_get_vision_info``: smart_resize of the
+    9,999,999 square as max(1, temporal 2) = 2 frames → 2,408 × 2,408 (above); the HF image
+    processor keeps it (2 · 2,408² = 11,597,128 ≤ 11,760,000). (2,408 / 14)² = 172² = 29,584
+    patches, / merge² 4 = 7,396 ``<|image|>`` tokens (``get_image_replacement_glm4v``: one
+    image token an encoder row). Budget max(8,192, 7,396) = 8,192: 8,192 // 7,396 = 1 item.
+    The tower: ``Glm4vVisionBlock(dim=hidden_size, mlp_hidden_dim=out_hidden_size)``, a gated
+    SiLU MLP (``Glm4vVisionMLP`` gate_up_proj, ``SiluAndMul``), ``depth`` blocks."""
+    batch = _batch("0.20.0")
+    assert (batch.modality, batch.tokens, batch.items, batch.budget) == ("image", 7396, 1, 8192)
+    assert (batch.patches, batch.embeds) == (29584, 7396)
+    tower = batch.tower
+    assert (tower.hidden, tower.intermediate, tower.gated, tower.layers) == (1536, 4096, True, 24)
+    assert (tower.pixels_per_patch, tower.out_hidden) == (3 * 2 * 14 * 14, 4096)
+    assert first_release("glm4v_image", "processor") == "0.17"
+    assert _batch("0.34.0").tokens == _batch("0.17.0").tokens == 7396
+
+
+def test_before_0_17_the_image_is_sixteen_frames_of_30000_units() -> None:
+    """vLLM 0.10.0 glm4_1v.py:831-876 ``_get_vision_info`` defaults (``num_frames=16``,
+    ``max_image_pixels=28 * 28 * 2 * 30000`` = 47,040,000), unchanged to 0.16.0
+    (glm4_1v.py:872): β = √(16 · 9,999,999² / 47,040,000), ⌊√2,940,000 / 28⌋ = ⌊61.2⌋ = 61 →
+    1,708 × 1,708; the HF processor keeps it (2 · 1,708² = 5,834,528 ≤ 11,760,000):
+    122² = 14,884 patches, 3,721 tokens; 8,192 // 3,721 = 2 items. 0.10.1-0.12 count the
+    placeholder (``get_mm_max_contiguous_tokens``), which is the image tokens alone
+    (0.11.0 glm4_1v.py:1284-1285), so the same 3,721."""
+    for version in ("0.10.0", "0.11.0", "0.12.0", "0.16.0"):
+        batch = _batch(version)
+        assert (batch.tokens, batch.items, batch.patches) == (3721, 2, 14884), version
+
+
+def test_glm_4_5v_takes_the_same_rule() -> None:
+    """``Glm4vMoeForConditionalGeneration`` is served by glm4_1v.py (vLLM 0.10.1
+    model_executor/models/registry.py:212) with ``Glm4vProcessingInfo``: same image."""
+    doc = _doc() | {"model_type": "glm4v_moe"}
+    assert _batch("0.20.0", doc=doc).tokens == 7396
+
+
+def test_what_is_not_mirrored_is_refused() -> None:
+    """The dummy video (``get_num_frames_with_most_features``, frames sampled by the video
+    processor and tokenized timestamps in its placeholder) is not mirrored: refused unless
+    video is off; --mm-processor-kwargs (``max_pixels`` / ``size`` read from 0.25) are
+    refused; a config without the processor file names it."""
+    with pytest.raises(NotMirrored, match="video 0"):
+        _batch("0.20.0", limits={})
+    with pytest.raises(NotMirrored, match="max_pixels"):
+        _batch("0.20.0", mm_kwargs={"max_pixels": 1003520})
+    with pytest.raises(NotMirrored, match="preprocessor_config.json"):
+        _batch("0.20.0", processor=None)
+    assert _batch("0.20.0", limits={"image": 0, "video": 0}) is None
+
+
+def test_plan_estimates_the_encoder_profile() -> None:
+    """``kv-share plan --gpu H100`` on the model folder with video off: the encoder profile is
+    estimated (one image of 7,396 tokens, as above)."""
+    args = ["kv-share", "plan", "--gpu", "H100", "--weights", "20GiB", "--vllm-version", "0.20"]
+    args += ["--", "vllm", "serve", str(FOLDER), "--max-model-len", "32768"]
+    result = CliRunner().invoke(app, [*args, "--limit-mm-per-prompt", '{"video": 0}'])
+    assert result.exit_code == 0, result.output
+    assert "encoder profile (estimate)" in result.output
+    assert "not mirrored" not in result.output
+    refused = CliRunner().invoke(app, args)
+    assert refused.exit_code == 0, refused.output
+    assert "dummy video" in refused.output
