@@ -60,6 +60,9 @@ TOWERS: Final[dict[str, tuple[Towers, ...]]] = {
     "qwen3_vl_moe": _QWEN,
     "qwen3_5": _QWEN,
     "qwen3_5_moe": _QWEN,
+    # glm4_1v.py 0.15.0 :1413, 0.34.0 :2037 (``visual``; the mapper's ``model.visual.``).
+    "glm4v": _QWEN,
+    "glm4v_moe": _QWEN,
     "gemma3": _PROJECTED,
     "mistral3": _PROJECTED,
     "llava_next": (

@@ -214,3 +214,20 @@ def test_the_hub_headers_are_read_without_the_data(monkeypatch: pytest.MonkeyPat
     got = towers_left_out(doc, source, rules_for("0.20"), MmSettings(language_model_only=True))
     assert got is not None and got.bytes == _bytes(TOWER)
     assert asked == [("Qwen/Qwen2.5-VL-7B-Instruct", "main")]
+
+
+@pytest.mark.parametrize("model_type", ["glm4v", "glm4v_moe"])
+def test_glm4v_leaves_out_its_visual_tower(tmp_path: Path, model_type: str) -> None:
+    """vLLM 0.15.0 glm4_1v.py:1413 / 0.34.0 :2037: ``with self._mark_tower_model(vllm_config,
+    {"image", "video"}): self.visual = Glm4vVisionTransformer(...)``; the class's
+    ``hf_to_vllm_mapper`` maps the checkpoint's ``model.visual.`` to ``visual.``
+    (Glm4vMoeForConditionalGeneration subclasses it)."""
+    tower = {"model.visual.patch_embed.proj.weight": (16, 3, 2, 2, 2),
+             "model.visual.merger.proj.weight": (32, 32)}  # fmt: skip
+    text = {"model.language_model.layers.0.self_attn.q_proj.weight": (32, 32)}
+    folder = _folder(tmp_path, tower | text)
+    doc = {"model_type": model_type, "vision_config": {}}
+    got = towers_left_out(
+        doc, _source(folder), rules_for("0.20"), MmSettings(language_model_only=True)
+    )
+    assert got is not None and (got.bytes, got.tensors) == (_bytes(tower), 2)
