@@ -102,6 +102,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "internvl_video_text": "qwen2",
             "llava_ov_video": "less-image",
             "glm4v_image": "frames-16",
+            "mm_encoded_item_len": "item",
         },
     ),
     (
@@ -111,6 +112,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "skip_mm_profiling_flag": True,
             "mm_items_per_prompt": "length",
             "mm_dummy_tokens": "placeholder",
+            "mm_encoded_item_len": "batched",
         },
     ),
     (
@@ -130,6 +132,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "dsa_auto_ds_mla": True,
             "dsa_fp8_hook": True,
             "qwen_vl_video": "seq-14",
+            "mm_encoded_item_len": "max-model-len",
             "qwen_vl_vision_stage": "rotary-cat-fp32",
             "qwen3_vl_video": "frames-12.5",
             "qwen3_vl_vision_stage": "rotary-cat-fp32",

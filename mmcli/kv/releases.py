@@ -283,6 +283,12 @@ class EngineRules:
     #: resized as 16 frames at 28 · 28 · 2 · 30,000 pixels (``"frames-16"``) or, from 0.17, as
     #: one frame at the image processor's ``size["longest_edge"]`` (``"processor"``).
     glm4v_image: str
+    #: The length the profile run builds the dummy item it encodes at (with that modality
+    #: alone): the item's counted tokens (``"item"``, 0.10.0's profile_run), from 0.10.1
+    #: ``max_num_batched_tokens`` (``"batched"``, ``_get_mm_dummy_batch``) and from 0.11
+    #: ``max_model_len`` (``"max-model-len"``); read for InternVL's dummy video, whose frames
+    #: grow with it.
+    mm_encoded_item_len: str
 
 
 #: The rules that matter only with pipeline stages (``--pipeline-parallel-size`` > 1).
@@ -310,7 +316,8 @@ ENCODER_FIELDS: Final = frozenset(
      "mm_dummy_tokens", "mistral3_image_size", "gemma4_image_tokens", "kimi_k25_dummy",
      "mm_device_normalize", "skip_unused_towers", "towers_unmarked",
      "language_model_only_flag",
-     "internvl_video_text", "llava_ov_video", "glm4v_image"}
+     "internvl_video_text", "llava_ov_video", "glm4v_image",
+     "mm_encoded_item_len"}
 )  # fmt: skip
 
 _VERSION = re.compile(r"^v?(\d{1,4})\.(\d{1,4})(?:\.(\d{1,4}))?(?:[.+-]?[0-9A-Za-z.+-]*)?$")

@@ -173,6 +173,7 @@ FIELD_WORDS: dict[str, str] = {
     "towers_unmarked": r"Kimi K2\.5's towers",
     "language_model_only_flag": r"--language-model-only",
     "internvl_video_text": r"InternVL's dummy video",
+    "mm_encoded_item_len": r"dummy item the profile run encodes",
     "llava_ov_video": r"LLaVA-OneVision's dummy video",
     "glm4v_image": r"GLM-4\.1V's dummy image",
 }

@@ -4,11 +4,8 @@
 0.29) first runs the encoder on a dummy batch (:mod:`mmcli.kv.whatif.mm_dummy`: the modality
 with the most tokens an item, as many items as the encoder budget holds) and keeps its outputs
 in the encoder cache through the text forward and the sampler, unless ``--skip-mm-profiling``
-is given. The torch peak of the whole run is then
-
-    max(encoder forward, encoder outputs + the text peak)
-
-so the encoder adds max(encoder forward − text peak, encoder outputs) to the activation peak.
+is given. The torch peak of the whole run is then max(encoder forward, encoder outputs + the
+text peak), so the encoder adds max(encoder forward − text peak, encoder outputs) to it.
 The encoder forward holds the processor's float32 pixel values (moved to the GPU as they are:
 ``_get_mm_dummy_batch`` casts no dtype; the image's ``uint8`` bytes where the release normalises
 them on the GPU, :func:`raw_pixels`) and, per patch, the same envelope as the text forward
@@ -81,6 +78,7 @@ class MmSettings:
     language_model_only: bool = False
     #: What the weights figure does with the towers vLLM leaves out (:func:`off_note`).
     weights_note: str | None = None
+    video_tokens: frozenset[str] | None = None  # InternVL's tokenizer's (None: not read)
 
 
 def encoder_sections(doc: dict[str, Any]) -> tuple[str, ...]:
@@ -121,6 +119,7 @@ def encoder_profile(
             processor=settings.processor,
             mm_kwargs=settings.mm_kwargs,
             video_processor=settings.video_processor,
+            tokenizer=settings.video_tokens,
         )
     except NotMirrored as exc:
         return _named(doc, max_num_batched_tokens), NOTE.format(reason=str(exc))
@@ -374,10 +373,11 @@ def mm_settings(
 ) -> MmSettings:
     """The encoder profile's settings for a plan: the requests' limits and processor kwargs,
     the ``max_model_len`` vLLM runs with, and the model's ``preprocessor_config.json`` and,
-    for Qwen3-VL and LLaVA-OneVision, its ``video_preprocessor_config.json``, each asked of
-    ``side_file`` (the model's file, None where it has none); a text-only config needs none."""
+    for Qwen3-VL and LLaVA-OneVision, its ``video_preprocessor_config.json`` (InternVL: its
+    tokenizer's video tokens), each asked of ``side_file`` (None where the model has none)."""
     from mmcli.kv.whatif.mm_common import read_json
     from mmcli.kv.whatif.mm_dummy import QWEN3_VL
+    from mmcli.kv.whatif.mm_internvl import video_tokens
 
     if not encoder_sections(doc):
         return MmSettings()
@@ -395,4 +395,5 @@ def mm_settings(
         video_processor=video,
         device_normalize=device_normalize,
         language_model_only=language_model_only,
+        video_tokens=video_tokens(read) if doc.get("model_type") == "internvl_chat" else None,
     )

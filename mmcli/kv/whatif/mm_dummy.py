@@ -74,8 +74,10 @@ def dummy_batch(
     processor: dict[str, Any] | None = None,
     mm_kwargs: dict[str, Any] | None = None,
     video_processor: dict[str, Any] | None = None,
+    tokenizer: frozenset[str] | None = None,
 ) -> DummyBatch | None:
-    """The dummy batch of ``doc``'s model (None: every modality disabled by ``limits``).
+    """The dummy batch of ``doc``'s model (None: every modality disabled by ``limits``;
+    ``tokenizer``: InternVL's video tokens its tokenizer has, None where not read).
     Raises :class:`NotMirrored` for a family or setting not mirrored."""
     kind = str(doc.get("model_type", ""))
     limits = _counts(limits or {})
@@ -107,7 +109,10 @@ def dummy_batch(
     elif kind == "internvl_chat":
         from mmcli.kv.whatif.mm_internvl import internvl_chat
 
-        per_item, towers, rows = internvl_chat(doc, rules, limits, kwargs, DEFAULT_LIMIT)
+        lengths = (max_model_len, max_num_batched_tokens)
+        per_item, towers, rows = internvl_chat(
+            doc, rules, limits, kwargs, DEFAULT_LIMIT, lengths, tokenizer
+        )
     elif own_format(doc):
         raise NotMirrored(
             "a Mistral own-format checkpoint (params.json, tokenizer_mode mistral): its "

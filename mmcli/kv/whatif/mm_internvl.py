@@ -14,13 +14,24 @@ outputs after the pixel shuffle; the placeholder's ``<IMG_CONTEXT>`` tokens are 
 between ``<img>`` and ``</img>``.
 
 A video is served when the text model's type is one vLLM gives a video token
-(``internvl_video_text``) and the tokenizer has that token, which is not read here: such a
-config is refused unless ``--limit-mm-per-prompt`` turns video off. Releases that count an item
-by its whole placeholder (``<img>`` / ``</img>`` too, as the tokenizer splits them) are refused.
+(``internvl_video_text``, :data:`VIDEO_TOKENS`) and the tokenizer has that token
+(``ctx_video_token``: ``get_vocab()``), read from the model's ``tokenizer_config.json``
+(``added_tokens_decoder``) or ``tokenizer.json`` (``added_tokens`` and ``model.vocab``) by
+:func:`video_tokens`; without either file such a config is refused unless
+``--limit-mm-per-prompt`` turns video off. The dummy video counted
+(``get_num_frames_with_most_features``, one item of each enabled modality) has
+(max_model_len − the image's tokens when images are on) // ``image_seq_length`` frames, at
+least 1, each one tile of ``image_size`` (the video processor: min = max = 1 tile, no
+thumbnail) and ``image_seq_length`` ``ctx_video_token`` tokens, counted by its encoder outputs;
+the item the profile run encodes is built again with the video alone, at the length
+``mm_encoded_item_len`` names (its frames may differ from those counted). Releases that count
+an item by its whole placeholder (``<img>`` / ``</img>``, ``FrameN:`` too, as the tokenizer
+splits them) are refused.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 from mmcli.kv.whatif.mm_common import NotMirrored, Tower, num, vision_tower
@@ -33,6 +44,16 @@ VIDEO_TEXT_TYPES: Final = {
     "qwen2": ("qwen2",),
     "qwen2-qwen3-gpt-oss": ("qwen2", "qwen3", "qwen3_moe", "gpt_oss"),
 }
+#: The video token of each text model type (internvl.py ``ctx_video_token_map``; 0.10.0
+#: ``get_video_token``: ``qwen2`` only, the same token).
+VIDEO_TOKENS: Final = {
+    "qwen2": "<|video_pad|>",
+    "qwen3": "<|video_pad|>",
+    "qwen3_moe": "<|video_pad|>",
+    "gpt_oss": "<|reserved_200000|>",
+}
+#: The tokenizer files read for the video token, in order.
+TOKENIZER_FILES: Final = ("tokenizer_config.json", "tokenizer.json")
 #: The processor kwargs vLLM hands the image processor in every release.
 _KWARGS: Final = ("min_dynamic_patch", "max_dynamic_patch", "dynamic_image_size")
 
@@ -43,8 +64,12 @@ def internvl_chat(
     limits: dict[str, int],
     kwargs: dict[str, Any],
     default_limit: int,
+    lengths: tuple[int | None, int] = (None, 0),
+    tokenizer: frozenset[str] | None = None,
 ) -> tuple[dict[str, int], dict[str, tuple[Tower, int]], dict[str, int]]:
-    """Tokens an item, (tower, patches) an item and encoder output rows an item."""
+    """Tokens an item, (tower, patches) an item and encoder output rows an item; ``lengths``:
+    max_model_len and max_num_batched_tokens; ``tokenizer``: the video tokens the tokenizer
+    has (:func:`video_tokens`; None: not read)."""
     vision, text = doc.get("vision_config"), doc.get("llm_config")
     if not isinstance(vision, dict) or not isinstance(text, dict):
         raise NotMirrored("the InternVL config lacks vision_config or llm_config")
@@ -62,10 +87,17 @@ def internvl_chat(
     video_types = VIDEO_TEXT_TYPES.get(rules.internvl_video_text)
     if video_types is None:
         raise NotMirrored("InternVL's video support of this release is not mirrored")
-    if text_type in video_types and limits.get("video", default_limit) > 0:
+    video = text_type in video_types and limits.get("video", default_limit) > 0
+    if video and tokenizer is None:
         raise NotMirrored(
             f"InternVL with a {text_type} text model serves videos if its tokenizer has the "
-            "video token, which is not read: give --limit-mm-per-prompt with video 0"
+            f"video token {VIDEO_TOKENS[text_type]}: give the model folder with its "
+            f"{' or '.join(TOKENIZER_FILES)}, or --limit-mm-per-prompt with video 0"
+        )
+    video = video and tokenizer is not None and VIDEO_TOKENS[text_type] in tokenizer
+    if video and kwargs:
+        raise NotMirrored(
+            f"--mm-processor-kwargs with InternVL's dummy video ({sorted(kwargs)[0]})"
         )
     side, patch = num(vision, "image_size"), num(vision, "patch_size")
     forced = doc.get("force_image_size")
@@ -87,8 +119,56 @@ def internvl_chat(
     tower = vision_tower(
         vision, gated=False, patch=patch, out_hidden=num(text, "hidden_size"), layers=layers
     )
-    tokens = tiles * seq_length
-    return {"image": tokens}, {"image": (tower, tiles * (side // patch) ** 2)}, {"image": tokens}
+    tokens, grid = tiles * seq_length, (side // patch) ** 2
+    per_item, towers = {"image": tokens}, {"image": (tower, tiles * grid)}
+    rows = {"image": tokens}
+    if video:
+        counted, encoded = _frames(rules, lengths, seq_length, limits, default_limit, tokens)
+        per_item["video"], rows["video"] = counted * seq_length, encoded * seq_length
+        towers["video"] = (tower, encoded * grid)
+    return per_item, towers, rows
+
+
+def _frames(
+    rules: EngineRules,
+    lengths: tuple[int | None, int],
+    seq_length: int,
+    limits: dict[str, int],
+    default_limit: int,
+    image: int,
+) -> tuple[int, int]:
+    """Frames of the dummy video counted (beside one image when images are on) and encoded
+    (the video alone, built at the length ``mm_encoded_item_len`` names), each at least 1."""
+    max_len, batched = lengths
+    if max_len is None:
+        raise NotMirrored("InternVL's video of most features needs max_model_len")
+    room = max_len - (image if limits.get("image", default_limit) > 0 else 0)
+    counted = max(room // seq_length, 1)
+    rule = rules.mm_encoded_item_len
+    length = {"item": counted * seq_length, "batched": batched, "max-model-len": max_len}[rule]
+    return counted, max(length // seq_length, 1)
+
+
+def video_tokens(read: Callable[[str], dict[str, Any] | None]) -> frozenset[str] | None:
+    """The :data:`VIDEO_TOKENS` the model's tokenizer has, from the first of
+    :data:`TOKENIZER_FILES` ``read`` gives that lists its tokens (None: neither does)."""
+    for name in TOKENIZER_FILES:
+        doc = read(name) or {}
+        decoder, added, model = (
+            doc.get("added_tokens_decoder"),
+            doc.get("added_tokens"),
+            doc.get("model"),
+        )
+        found: set[Any] = set()
+        if isinstance(decoder, dict):
+            found |= {v.get("content") for v in decoder.values() if isinstance(v, dict)}
+        if isinstance(added, list):
+            found |= {v.get("content") for v in added if isinstance(v, dict)}
+        if isinstance(model, dict) and isinstance(model.get("vocab"), dict):
+            found |= set(model["vocab"])
+        if isinstance(decoder, dict) or isinstance(added, list):
+            return frozenset(t for t in VIDEO_TOKENS.values() if t in found)
+    return None
 
 
 def _tiles(doc: dict[str, Any], kwargs: dict[str, Any]) -> int:
@@ -107,4 +187,4 @@ def _tiles(doc: dict[str, Any], kwargs: dict[str, Any]) -> int:
     return high + 1 if thumbnail and high != 1 else high
 
 
-__all__ = ["VIDEO_TEXT_TYPES", "internvl_chat"]
+__all__ = ["TOKENIZER_FILES", "VIDEO_TEXT_TYPES", "VIDEO_TOKENS", "internvl_chat", "video_tokens"]
