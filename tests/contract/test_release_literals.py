@@ -175,6 +175,7 @@ FIELD_WORDS: dict[str, str] = {
     "internvl_video_text": r"InternVL's dummy video",
     "llava_ov_video": r"LLaVA-OneVision's dummy video",
     "glm4v_image": r"GLM-4\.1V's dummy image",
+    "glm4v_video": r"GLM-4\.1V's dummy video",
 }
 
 
