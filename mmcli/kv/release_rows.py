@@ -103,6 +103,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "llava_ov_video": "less-image",
             "glm4v_image": "frames-16",
             "mm_encoded_item_len": "item",
+            "glm4v_video": "sampled",
         },
     ),
     (
@@ -165,6 +166,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "qwen_vl_image": "factor",
             "mm_dummy_tokens": "embeds",
             "siglip_vision_stage": "siglip-qkv-views",
+            "glm4v_video": "fit",
         },
     ),
     (
@@ -229,7 +231,13 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "v2_runner_architectures": ("Qwen3ForCausalLM",),
         },
     ),
-    ("0.23", {"v2_runner_architectures": ("LlamaForCausalLM", "MistralForCausalLM", *_QWEN3)}),
+    (
+        "0.23",
+        {
+            "v2_runner_architectures": ("LlamaForCausalLM", "MistralForCausalLM", *_QWEN3),
+            "glm4v_video": "fit-budget",
+        },
+    ),
     ("0.24", {"v2_runner_default": "listed", "v2_runner_architectures": (*_DENSE_24, *_MOE_24)}),
     ("0.25", {"v2_runner_default": "dense-or-listed", "v2_runner_architectures": _MOE_24}),
     (
@@ -238,6 +246,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "in_flight_reserve": True,
             "hybrid_prefix_caching_default": True,
             "v2_runner_architectures": _V2_26,
+            "glm4v_video": "most-budget",
         },
     ),
     ("0.27", {"mla_hybrid_alignment": 128, "v2_runner_architectures": _V2_27}),

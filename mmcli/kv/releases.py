@@ -289,6 +289,13 @@ class EngineRules:
     #: ``max_model_len`` (``"max-model-len"``); read for InternVL's dummy video, whose frames
     #: grow with it.
     mm_encoded_item_len: str
+    #: GLM-4.1V's dummy video (glm4_1v.py ``get_num_frames_with_most_features``): frames sampled
+    #: by the video processor (``"sampled"``), from 0.13 the most frames (at least two) whose
+    #: vision tokens at 28 · 28 · 2 · 30,000 pixels fit ``max_model_len`` less one image
+    #: (``"fit"``), from 0.23 with a tokenizer-bounded video for a processor other than
+    #: ``Glm4vProcessor`` (``"fit-budget"``), from 0.26 the frame count of most tokens at the
+    #: video processor's ``longest_edge`` (``"most-budget"``).
+    glm4v_video: str
 
 
 #: The rules that matter only with pipeline stages (``--pipeline-parallel-size`` > 1).
@@ -317,7 +324,8 @@ ENCODER_FIELDS: Final = frozenset(
      "mm_device_normalize", "skip_unused_towers", "towers_unmarked",
      "language_model_only_flag",
      "internvl_video_text", "llava_ov_video", "glm4v_image",
-     "mm_encoded_item_len"}
+     "mm_encoded_item_len",
+     "glm4v_video"}
 )  # fmt: skip
 
 _VERSION = re.compile(r"^v?(\d{1,4})\.(\d{1,4})(?:\.(\d{1,4}))?(?:[.+-]?[0-9A-Za-z.+-]*)?$")

@@ -176,6 +176,7 @@ FIELD_WORDS: dict[str, str] = {
     "mm_encoded_item_len": r"dummy item the profile run encodes",
     "llava_ov_video": r"LLaVA-OneVision's dummy video",
     "glm4v_image": r"GLM-4\.1V's dummy image",
+    "glm4v_video": r"GLM-4\.1V's dummy video",
 }
 
 

@@ -373,8 +373,8 @@ def mm_settings(
 ) -> MmSettings:
     """The encoder profile's settings for a plan: the requests' limits and processor kwargs,
     the ``max_model_len`` vLLM runs with, and the model's ``preprocessor_config.json`` and,
-    for Qwen3-VL and LLaVA-OneVision, its ``video_preprocessor_config.json`` (InternVL: its
-    tokenizer's video tokens), each asked of ``side_file`` (None where the model has none)."""
+    for Qwen3-VL, LLaVA-OneVision and GLM-4.1V, its ``video_preprocessor_config.json``
+    (InternVL: its tokenizer's video tokens), each asked of ``side_file`` (None where none)."""
     from mmcli.kv.whatif.mm_common import read_json
     from mmcli.kv.whatif.mm_dummy import QWEN3_VL
     from mmcli.kv.whatif.mm_internvl import video_tokens
@@ -385,7 +385,7 @@ def mm_settings(
     def read(name: str) -> dict[str, Any] | None:
         return None if side_file is None else read_json(side_file(name))
 
-    videos = (*QWEN3_VL, "llava_onevision")
+    videos = (*QWEN3_VL, "llava_onevision", "glm4v", "glm4v_moe")
     video = read(VIDEO_PROCESSOR_FILE) if doc.get("model_type") in videos else None
     return MmSettings(
         max_model_len=max_model_len(),

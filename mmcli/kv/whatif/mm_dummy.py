@@ -16,7 +16,7 @@ Gemma 4's dummy items (:mod:`mmcli.kv.whatif.mm_gemma4`, its forward not mirrore
 (:mod:`mmcli.kv.whatif.mm_kimi_k25`), LLaVA-NeXT (:mod:`mmcli.kv.whatif.mm_llava_next`),
 LLaVA-OneVision (:mod:`mmcli.kv.whatif.mm_llava_onevision`), InternVL's original format
 (:mod:`mmcli.kv.whatif.mm_internvl`), Llama 4 (:mod:`mmcli.kv.whatif.mm_llama4`) and
-GLM-4.1V / 4.5V / 4.6V's dummy image (:mod:`mmcli.kv.whatif.mm_glm4v`); for
+GLM-4.1V / 4.5V / 4.6V's dummy image and video (:mod:`mmcli.kv.whatif.mm_glm4v`); for
 any other the caller names the encoder profile without estimating it.
 """
 
@@ -84,6 +84,8 @@ def dummy_batch(
     kwargs = dict(mm_kwargs or {})
     rows: dict[str, int] = {}
     note: str | None = None
+    #: The processor's own item limits (get_supported_mm_limits), under the user's.
+    supported: dict[str, int] = {}
     if kind == "gemma3":
         per_item, towers = _gemma3(doc, rules, kwargs)
     elif kind in ("qwen2_vl", "qwen2_5_vl"):
@@ -143,9 +145,13 @@ def dummy_batch(
             _text_hidden(doc), DEFAULT_LIMIT,
         )  # fmt: skip
     elif kind in ("glm4v", "glm4v_moe"):
-        from mmcli.kv.whatif.mm_glm4v import glm4v
+        from mmcli.kv.whatif.mm_glm4v import SUPPORTED_LIMITS, glm4v
 
-        per_item, towers, rows = glm4v(doc, rules, processor, kwargs, limits, DEFAULT_LIMIT)
+        supported = dict(SUPPORTED_LIMITS)
+
+        per_item, towers, rows = glm4v(
+            doc, rules, processor, kwargs, limits, DEFAULT_LIMIT, video_processor, max_model_len
+        )
     else:
         raise NotMirrored(f"model_type {kind!r}: its processor's dummy items are not mirrored")
     enabled = {m: t for m, t in per_item.items() if limits.get(m, DEFAULT_LIMIT) > 0}
@@ -155,7 +161,7 @@ def dummy_batch(
     modality = max(enabled, key=order)
     tokens = enabled[modality]
     budget = max(max_num_batched_tokens, max(enabled.values()))
-    limit = limits.get(modality, DEFAULT_LIMIT)
+    limit = min(limits.get(modality, DEFAULT_LIMIT), supported.get(modality, DEFAULT_LIMIT))
     per_prompt = limit
     if rules.mm_items_per_prompt == "length" and max_model_len is not None:
         per_prompt = max(1, min(limit, max_model_len // tokens))

@@ -14,8 +14,21 @@ as 16 frames at 28 · 28 · 2 · 30,000 pixels (``"frames-16"``) or, from 0.17, 
 An image of h × w pixels is (h / patch) × (w / patch) patches and that over merge² tokens,
 each one ``<|image|>`` placeholder token and one encoder output row.
 
-The dummy video (frames sampled by the video processor, placeholders with tokenized
-timestamps) is not mirrored: it is refused unless ``--limit-mm-per-prompt`` turns video off.
+The dummy video (``get_num_frames_with_most_features``, release field ``glm4v_video``) is the
+image's square as n frames (at least two from 0.13), its frames kept as given
+(``do_sample_frames`` False): n is the most frames whose vision tokens (vLLM's own
+``_get_vision_info`` at 28 · 28 · 2 · 30,000 pixels) fit ``max_model_len`` less one image's
+tokens when images are on, at most 600 (``"fit"``), or, from 0.26, the frame count up to 600
+of most vision tokens within that bound at the video processor's ``size["longest_edge"]``
+(``"most-budget"``). The HF video processor resizes the n frames by the same ``smart_resize``
+between its ``size`` edges: ⌈n / temporal⌉ × (side / patch)² / merge² encoder rows, each one
+``<|video|>`` token; the timestamps and begin / end tokens around each frame are not counted
+(``select_token_id``) except in 0.10.1 – 0.12 (``mm_dummy_tokens`` ``"placeholder"``:
+tokenized timestamps, refused). From 0.23 (``"fit-budget"``, ``"most-budget"``) a processor
+other than ``Glm4vProcessor`` (GLM-4.6V's) bounds a video by its tokenizer's timestamps
+(``get_mm_max_tokens_per_item``): refused, as is a processor class not named in
+``preprocessor_config.json``. vLLM 0.10.0's dummy video (frames sampled by the video processor)
+is refused.
 
 The encoder (``Glm4vVisionTransformer``): ``depth`` blocks of the vision ``hidden_size`` whose
 gated SiLU MLP (``Glm4vVisionMLP``) is ``out_hidden_size`` wide, then the downsample and the
@@ -39,6 +52,17 @@ _HUGE: Final = 9999999
 #: ``_get_vision_info``'s default frames and max pixels (``"frames-16"``).
 _OLD_FRAMES: Final = 16
 _OLD_MAX_PIXELS: Final = 28 * 28 * 2 * 30000
+#: ``get_supported_mm_limits``: one video a prompt at most, images unbounded.
+SUPPORTED_LIMITS: Final = {"video": 1}
+#: ``get_num_image_tokens``'s max pixels before 0.17 (the image bound the video is fit beside).
+_OLD_IMAGE_PIXELS: Final = 28 * 28 * 2 * 6144
+#: ``_MAX_FRAMES_PER_VIDEO`` of glm4_1v.py: the most frames of the dummy video.
+MAX_FRAMES: Final = 600
+#: The least pixels of transformers' ``smart_resize`` default (vLLM passes none).
+_MIN_PIXELS: Final = 112 * 112
+#: The ``glm4v_video`` rules mirrored, and those that ask the processor class.
+_VIDEO_RULES: Final = ("fit", "fit-budget", "most-budget")
+_BUDGET_RULES: Final = ("fit-budget", "most-budget")
 
 
 def smart_resize(frames: int, side: int, temporal: int, factor: int, least: int, most: int) -> int:
@@ -61,6 +85,8 @@ def glm4v(
     kwargs: dict[str, Any],
     limits: dict[str, int],
     default_limit: int,
+    video_processor: dict[str, Any] | None = None,
+    max_model_len: int | None = None,
 ) -> tuple[dict[str, int], dict[str, tuple[Tower, int]], dict[str, int]]:
     """Tokens an item, (tower, patches) an item and encoder output rows an item."""
     if rules.glm4v_image not in ("frames-16", "processor"):
@@ -68,11 +94,6 @@ def glm4v(
     if kwargs:
         raise NotMirrored(
             f"--mm-processor-kwargs {', '.join(sorted(kwargs))} of GLM-4.1V's processor"
-        )
-    if limits.get("video", default_limit) > 0:
-        raise NotMirrored(
-            "GLM-4.1V's dummy video (frames sampled by its video processor, tokenized "
-            "timestamps) is not mirrored: give --limit-mm-per-prompt with video 0"
         )
     vision = doc.get("vision_config")
     if not isinstance(vision, dict):
@@ -88,12 +109,28 @@ def glm4v(
     least, most = num(size, "shortest_edge"), num(size, "longest_edge")
     factor = patch * merge
     if rules.glm4v_image == "frames-16":
-        side = smart_resize(_OLD_FRAMES, _HUGE, temporal, factor, 0, _OLD_MAX_PIXELS)
+        target = smart_resize(_OLD_FRAMES, _HUGE, temporal, factor, 0, _OLD_MAX_PIXELS)
+        # get_max_image_tokens: the target as 16 frames under 28 · 28 · 2 · 6144 pixels.
+        most_image = vision_tokens(_OLD_FRAMES, target, patch, merge, temporal, _OLD_IMAGE_PIXELS)
     else:
-        side = smart_resize(temporal, _HUGE, temporal, factor, 0, most)
-    side = smart_resize(temporal, side, temporal, factor, least, most)
+        target = smart_resize(temporal, _HUGE, temporal, factor, 0, most)
+        most_image = vision_tokens(1, target, patch, merge, temporal, most)
+    side = smart_resize(temporal, target, temporal, factor, least, most)
     patches = (side // patch) ** 2
     tokens = patches // merge**2
+    image_on = limits.get("image", default_limit) > 0
+    per_item, rows = {"image": tokens}, {"image": tokens}
+    if limits.get("video", default_limit) > 0:
+        if max_model_len is None:
+            raise NotMirrored("GLM-4.1V's dummy video needs max_model_len")
+        fields = (rules, processor or {}, video_processor)
+        seq = max_model_len - (most_image if image_on else 0)
+        per_item["video"] = _video(*fields, seq, target, patch, merge, temporal)
+        # The profile run encodes a video built alone at max_model_len (no image taken off):
+        # _get_mm_dummy_batch's mm_counts={modality: 1} (v1/worker/gpu_model_runner.py).
+        if rules.mm_encoded_item_len != "max-model-len":
+            raise NotMirrored(f"GLM-4.1V's encoded dummy video of vLLM {rules.release}")
+        rows["video"] = _video(*fields, max_model_len, target, patch, merge, temporal)
     tower = Tower(
         hidden=num(vision, "hidden_size"),
         intermediate=num(vision, "out_hidden_size"),
@@ -102,7 +139,75 @@ def glm4v(
         pixels_per_patch=3 * temporal * patch * patch,
         out_hidden=num(vision, "out_hidden_size"),
     )
-    return {"image": tokens}, {"image": (tower, patches)}, {"image": tokens}
+    towers = {m: (tower, t * merge**2) for m, t in rows.items()}
+    return per_item, towers, rows
 
 
-__all__ = ["GLM4V", "glm4v", "smart_resize"]
+def vision_tokens(frames: int, side: int, patch: int, merge: int, temporal: int, most: int) -> int:
+    """vLLM's ``_get_vision_info``: a square of ``side`` pixels as ``frames`` frames resized
+    under ``most`` pixels (as at least ``temporal`` frames), ⌈frames / temporal⌉ × (h / patch)²
+    / merge² tokens."""
+    new = smart_resize(max(frames, temporal), side, temporal, patch * merge, _MIN_PIXELS, most)
+    grid_t = max((frames + frames % temporal) // temporal, 1)
+    return grid_t * (new // patch) ** 2 // merge**2
+
+
+def _video(
+    rules: EngineRules,
+    processor: dict[str, Any],
+    video_processor: dict[str, Any] | None,
+    seq: int,
+    side: int,
+    patch: int,
+    merge: int,
+    temporal: int,
+) -> int:
+    """Encoder rows (and ``<|video|>`` tokens) of the dummy video within ``seq`` tokens."""
+    rule = rules.glm4v_video
+    if rules.mm_dummy_tokens == "placeholder":
+        raise NotMirrored(
+            f"vLLM {rules.release} counts GLM-4.1V's dummy video by its whole placeholder "
+            "(tokenized timestamps and begin/end tokens around each frame), which the tokenizer "
+            "decides: give --limit-mm-per-prompt with video 0"
+        )
+    if rule not in _VIDEO_RULES:
+        raise NotMirrored(
+            f"GLM-4.1V's dummy video of vLLM {rules.release} (frames sampled by its video "
+            "processor) is not mirrored: give --limit-mm-per-prompt with video 0"
+        )
+    named = processor.get("processor_class")
+    if rule in _BUDGET_RULES and named != "Glm4vProcessor":
+        raise NotMirrored(
+            f"vLLM {rules.release} bounds a video of a processor other than Glm4vProcessor by "
+            f"its tokenizer's timestamps; this one is {named or 'not named in the model folder'}"
+            ": give --limit-mm-per-prompt with video 0"
+        )
+    if temporal != 2:
+        raise NotMirrored("GLM-4.1V's dummy video with a temporal_patch_size other than 2")
+    size = (video_processor or {}).get("size")
+    if not isinstance(size, dict):
+        raise NotMirrored(
+            "GLM-4.1V's video processor size is not known: give the model folder (with its "
+            "video_preprocessor_config.json)"
+        )
+    least, most = num(size, "shortest_edge"), num(size, "longest_edge")
+    if rule == "most-budget":
+        frames, best = 1, 0
+        for count in range(1, MAX_FRAMES + 1):
+            got = vision_tokens(count, side, patch, merge, temporal, most)
+            if 0 < got <= seq and got > best:
+                frames, best = count, got
+    else:
+        frames = 0
+        while True:
+            got = vision_tokens(frames + 1, side, patch, merge, temporal, _OLD_MAX_PIXELS)
+            if got > seq or got == 0:
+                break
+            frames += 1
+        frames = max(min(frames, MAX_FRAMES), 1)
+    frames = max(frames, 2)
+    new = smart_resize(frames, side, temporal, patch * merge, least, most)
+    return -(-frames // temporal) * (new // patch) ** 2 // merge**2
+
+
+__all__ = ["GLM4V", "MAX_FRAMES", "SUPPORTED_LIMITS", "glm4v", "smart_resize", "vision_tokens"]

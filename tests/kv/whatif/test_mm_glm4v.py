@@ -93,12 +93,90 @@ def test_glm_4_5v_takes_the_same_rule() -> None:
     assert _batch("0.20.0", doc=doc).tokens == 7396
 
 
+def _video_processor() -> dict[str, Any]:
+    return dict(json.loads((FOLDER / "video_preprocessor_config.json").read_text()))
+
+
+def test_the_dummy_video_fits_beside_one_image() -> None:
+    """vLLM 0.20.0 glm4_1v.py:943-976 (``_get_max_video_frames``,
+    ``get_num_frames_with_most_features``, mm_counts image 1 and video 1:
+    multimodal/encoder_budget.py:87-92): frames n grow from 1
+    while ``_get_vision_info`` of the 2,408 square (above) as n frames at 28 · 28 · 2 · 30,000
+    = 47,040,000 pixels fits 32,768 less one image (``get_num_image_tokens``, num_frames 1:
+    7,396) = 25,372 tokens. 2,408² = 5,798,464: up to t̄ = 8 frames the side stays 2,408, each
+    temporal pair 7,396 tokens; n = 6 → 3 pairs = 22,188 ≤ 25,372, n = 7 → 4 pairs = 29,584 >
+    25,372: 6 frames (``_get_dummy_videos``: at least 2). The HF video processor (transformers
+    5.25.0 video_processing_glm4v.py:170-197, size from video_preprocessor_config.json) keeps
+    2,408 (6 · 5,798,464 ≤ 47,040,000): 3 · 7,396 = 22,188 rows, one ``<|video|>`` token each
+    (glm4_1v.py:1363-1366 ``select_token_id``): the video has more tokens than the image, budget
+    22,188, 1 item. The item the profile run encodes is the video built alone at 32,768
+    (``_get_mm_dummy_batch``: mm_counts {"video": 1}, gpu_model_runner.py:5221-5233, at
+    max_model_len, multimodal/registry.py:232): 8 frames, 4 pairs = 29,584 rows and 118,336
+    patches. Video off the image of 7,396 is profiled (above)."""
+    batch = _batch("0.20.0", limits={}, video_processor=_video_processor())
+    assert (batch.modality, batch.tokens, batch.items, batch.budget) == ("video", 22188, 1, 22188)
+    assert (batch.patches, batch.embeds) == (118336, 29584)
+    assert batch.inputs["tokens_by_modality"] == {"image": 7396, "video": 22188}
+    assert batch.inputs["limit_mm_per_prompt"] == 1
+    alone = _batch("0.20.0", limits={"image": 0}, video_processor=_video_processor())
+    # 32,768 alone: n = 8 → 4 pairs = 29,584; n = 9 → 5 pairs = 36,980 > 32,768.
+    assert (alone.tokens, alone.patches) == (29584, 118336)
+    assert first_release("glm4v_video", "fit") == "0.13"
+
+
+def test_before_0_17_the_image_bound_is_sixteen_frames() -> None:
+    """vLLM 0.16.0 glm4_1v.py:878-889 ``get_num_image_tokens``: the 1,708 square as 16 frames
+    under 28 · 28 · 2 · 6,144 = 9,633,792 pixels: ⌊√(9,633,792 / 16) / 28⌋ = ⌊27.7⌋ = 27 → 756,
+    8 pairs × 54² / 4 = 5,832; 32,768 − 5,832 = 26,936. 1,708² = 2,917,264 stays up to 16
+    frames, 3,721 tokens a pair: n = 14 → 7 pairs = 26,047 ≤ 26,936, n = 15 → 8 pairs = 29,768:
+    14 frames, kept by the video processor (14 · 2,917,264 ≤ 47,040,000): 26,047. Encoded alone
+    at 32,768: n = 16 → 8 pairs = 29,768 (n = 17 → 33,489), 16 · 2,917,264 ≤ 47,040,000 kept:
+    29,768 rows, 119,072 patches."""
+    for version in ("0.13.0", "0.16.0"):
+        batch = _batch(version, limits={}, video_processor=_video_processor())
+        assert (batch.modality, batch.tokens, batch.patches) == ("video", 26047, 119072), version
+
+
+def test_from_0_26_the_frame_count_of_most_tokens() -> None:
+    """vLLM 0.26.0 glm4_1v.py ``_get_max_video_frames``: of 1 … 600 frames
+    (``_MAX_FRAMES_PER_VIDEO`` = 600, glm4_1v.py:130) the first of most tokens within 25,372,
+    at the video processor's ``longest_edge`` (47,040,000): 505 frames, √(47,040,000 / 505) =
+    305.2 → ⌊305.2 / 28⌋ = 10 units = 280 pixels, (505 + 1) / 2 = 253 pairs × 10² = 25,300.
+    From 0.23 (``get_mm_max_tokens_per_item``) only a ``Glm4vProcessor`` is counted so: the
+    processor class must be named. Encoded alone at 32,768: of most tokens within 32,768, 11
+    frames (12 with the temporal rounding over 47,040,000: scale √(11 · 2,408² / 47,040,000) =
+    1.164, ⌊2,408 / 1.164 / 28⌋ = 73 units = 2,044 pixels), 6 pairs × 146² / 4 = 31,974 rows,
+    127,896 patches."""
+    named = _processor() | {"processor_class": "Glm4vProcessor"}
+    batch = _batch("0.26.0", limits={}, video_processor=_video_processor(), processor=named)
+    assert (batch.modality, batch.tokens, batch.patches) == ("video", 25300, 127896)
+    assert (
+        _batch("0.34.0", limits={}, video_processor=_video_processor(), processor=named).tokens
+        == 25300
+    )
+    assert (
+        _batch("0.23.0", limits={}, video_processor=_video_processor(), processor=named).tokens
+        == 22188
+    )
+    with pytest.raises(NotMirrored, match="Glm4vProcessor"):
+        _batch("0.23.0", limits={}, video_processor=_video_processor())
+    other = _processor() | {"processor_class": "Glm46VProcessor"}
+    with pytest.raises(NotMirrored, match="Glm46VProcessor"):
+        _batch("0.26.0", limits={}, video_processor=_video_processor(), processor=other)
+    assert first_release("glm4v_video", "most-budget") == "0.26"
+
+
 def test_what_is_not_mirrored_is_refused() -> None:
-    """The dummy video (``get_num_frames_with_most_features``, frames sampled by the video
-    processor and tokenized timestamps in its placeholder) is not mirrored: refused unless
-    video is off; --mm-processor-kwargs (``max_pixels`` / ``size`` read from 0.25) are
-    refused; a config without the processor file names it."""
-    with pytest.raises(NotMirrored, match="video 0"):
+    """0.10.1 – 0.12 count the video's whole placeholder (tokenized timestamps: 0.11.0
+    glm4_1v.py ``_construct_video_placeholder``); 0.10.0's dummy video has no
+    ``do_sample_frames`` (frames sampled by the video processor); a folder without
+    video_preprocessor_config.json names it; --mm-processor-kwargs (``max_pixels`` / ``size``
+    read from 0.25) are refused; a config without the processor file names it."""
+    with pytest.raises(NotMirrored, match="placeholder"):
+        _batch("0.11.0", limits={}, video_processor=_video_processor())
+    with pytest.raises(NotMirrored, match="sampled"):
+        _batch("0.10.0", limits={}, video_processor=_video_processor())
+    with pytest.raises(NotMirrored, match="video_preprocessor_config.json"):
         _batch("0.20.0", limits={})
     with pytest.raises(NotMirrored, match="max_pixels"):
         _batch("0.20.0", mm_kwargs={"max_pixels": 1003520})
@@ -108,14 +186,15 @@ def test_what_is_not_mirrored_is_refused() -> None:
 
 
 def test_plan_estimates_the_encoder_profile() -> None:
-    """``kv-share plan --gpu H100`` on the model folder with video off: the encoder profile is
-    estimated (one image of 7,396 tokens, as above)."""
+    """``kv-share plan --gpu H100`` on the model folder, video on (the default): the encoder
+    profile is estimated (one video of 22,188 tokens, as above); in 0.11 it is named, not
+    estimated (the placeholder's timestamps)."""
     args = ["kv-share", "plan", "--gpu", "H100", "--weights", "20GiB", "--vllm-version", "0.20"]
     args += ["--", "vllm", "serve", str(FOLDER), "--max-model-len", "32768"]
-    result = CliRunner().invoke(app, [*args, "--limit-mm-per-prompt", '{"video": 0}'])
+    result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "encoder profile (estimate)" in result.output
     assert "not mirrored" not in result.output
-    refused = CliRunner().invoke(app, args)
+    refused = CliRunner().invoke(app, [*args[:7], "0.11", *args[8:]])
     assert refused.exit_code == 0, refused.output
-    assert "dummy video" in refused.output
+    assert "placeholder" in refused.output
