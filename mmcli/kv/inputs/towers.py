@@ -51,6 +51,13 @@ _PROJECTED: Final = (
     ),
 )  # fmt: skip
 
+#: ``vision_tower``, ``image_newline`` and ``multi_modal_projector`` (LLaVA-NeXT, LLaVA-OneVision),
+#: under ``model.`` in the checkpoint layout of transformers 4.52 on.
+_LLAVA: Final = (
+    "vision_tower.", "multi_modal_projector.", "image_newline", "model.vision_tower.",
+    "model.multi_modal_projector.", "model.image_newline",
+)  # fmt: skip
+
 #: Per model type, the tower contexts of its vLLM model class (the same modules in 0.15.0 and
 #: 0.34.0 where the class exists in both).
 TOWERS: Final[dict[str, tuple[Towers, ...]]] = {
@@ -65,32 +72,8 @@ TOWERS: Final[dict[str, tuple[Towers, ...]]] = {
     "glm4v_moe": _QWEN,
     "gemma3": _PROJECTED,
     "mistral3": _PROJECTED,
-    "llava_next": (
-        Towers(
-            _IMAGE,
-            (
-                "vision_tower.",
-                "multi_modal_projector.",
-                "image_newline",
-                "model.vision_tower.",
-                "model.multi_modal_projector.",
-                "model.image_newline",
-            ),
-        ),
-    ),  # fmt: skip
-    "llava_onevision": (
-        Towers(
-            _IMAGE_VIDEO,
-            (
-                "vision_tower.",
-                "multi_modal_projector.",
-                "image_newline",
-                "model.vision_tower.",
-                "model.multi_modal_projector.",
-                "model.image_newline",
-            ),
-        ),
-    ),  # fmt: skip
+    "llava_next": (Towers(_IMAGE, _LLAVA),),
+    "llava_onevision": (Towers(_IMAGE_VIDEO, _LLAVA),),
     "llama4": (Towers(_IMAGE, ("vision_model.", "multi_modal_projector.")),),
     "internvl_chat": (Towers(_IMAGE_VIDEO, ("vision_model.", "mlp1.")),),
     "kimi_k25": (Towers(frozenset({"vision_chunk"}), ("vision_tower.", "mm_projector.")),),

@@ -31,6 +31,14 @@ class Tower:
     out_hidden: int
 
 
+def vision_section(doc: dict[str, Any]) -> dict[str, Any]:
+    """The config's ``vision_config`` (refused where it has none)."""
+    vision = doc.get("vision_config")
+    if not isinstance(vision, dict):
+        raise NotMirrored("the config has no vision_config")
+    return vision
+
+
 def vision_tower(
     vision: dict[str, Any],
     *,

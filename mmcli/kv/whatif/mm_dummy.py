@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from mmcli.kv.whatif.mm_common import NotMirrored, Tower, image_shape, vision_tower
+from mmcli.kv.whatif.mm_common import NotMirrored, Tower, image_shape, vision_section, vision_tower
 from mmcli.kv.whatif.mm_common import num as _num
 from mmcli.kv.whatif.mm_mistral3 import mistral3, own_format
 
@@ -207,9 +207,7 @@ def _gemma3(
             f"vLLM {rules.release} counts an image by its whole placeholder (begin/end-of-image "
             "and newline tokens around mm_tokens_per_image), which the tokenizer decides"
         )
-    vision = doc.get("vision_config")
-    if not isinstance(vision, dict):
-        raise NotMirrored("the config has no vision_config")
+    vision = vision_section(doc)
     # Gemma3Config's default mm_tokens_per_image and SiglipVisionConfig's defaults are not
     # taken: a published Gemma 3 config writes them all.
     tokens = _num(doc, "mm_tokens_per_image")
@@ -229,9 +227,7 @@ def _qwen_vl(
     """Qwen2-VL / Qwen2.5-VL: the image of most features at the processor's ``max_pixels``
     and the video of as many such frames as ``max_model_len`` holds (qwen2_vl.py
     ``Qwen2VLProcessingInfo``), each token ``spatial_merge_size``² patches."""
-    vision = doc.get("vision_config")
-    if not isinstance(vision, dict):
-        raise NotMirrored("the config has no vision_config")
+    vision = vision_section(doc)
     patch, merge = _num(vision, "patch_size", 14), _num(vision, "spatial_merge_size", 2)
     temporal = _num(vision, "temporal_patch_size", 2)
     max_pixels = kwargs.get("max_pixels")

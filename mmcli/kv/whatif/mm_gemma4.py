@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, Final
 
-from mmcli.kv.whatif.mm_common import NotMirrored, Tower, num, vision_tower
+from mmcli.kv.whatif.mm_common import NotMirrored, Tower, num, vision_section, vision_tower
 
 if TYPE_CHECKING:
     from mmcli.kv.releases import EngineRules
@@ -77,9 +77,7 @@ def gemma4(
     """Tokens an item, (tower, patches) an item and encoder output rows an item."""
     if rules.gemma4_image_tokens == "unserved":
         raise NotMirrored(f"vLLM {rules.release} has no Gemma 4 multimodal model (gemma4_mm.py)")
-    vision = doc.get("vision_config")
-    if not isinstance(vision, dict):
-        raise NotMirrored("the config has no vision_config")
+    vision = vision_section(doc)
     if set(kwargs) - {"max_soft_tokens"}:
         raise NotMirrored("--mm-processor-kwargs of Gemma 4's processor other than max_soft_tokens")
     size = (processor or {}).get("size")

@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, Final
 
-from mmcli.kv.whatif.mm_common import NotMirrored, Tower, num
+from mmcli.kv.whatif.mm_common import NotMirrored, Tower, num, vision_section
 
 if TYPE_CHECKING:
     from mmcli.kv.releases import EngineRules
@@ -95,9 +95,7 @@ def glm4v(
         raise NotMirrored(
             f"--mm-processor-kwargs {', '.join(sorted(kwargs))} of GLM-4.1V's processor"
         )
-    vision = doc.get("vision_config")
-    if not isinstance(vision, dict):
-        raise NotMirrored("the config has no vision_config")
+    vision = vision_section(doc)
     patch, merge = num(vision, "patch_size"), num(vision, "spatial_merge_size")
     temporal = num(vision, "temporal_patch_size")
     size = (processor or {}).get("size")

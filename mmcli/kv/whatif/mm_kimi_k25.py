@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, Final
 
-from mmcli.kv.whatif.mm_common import NotMirrored, Tower, num
+from mmcli.kv.whatif.mm_common import NotMirrored, Tower, num, vision_section
 
 if TYPE_CHECKING:
     from mmcli.kv.releases import EngineRules
@@ -81,9 +81,7 @@ def kimi_k25(
         frame_limit = min(round(num(cfg, "in_patch_limit_video") / frames), frame_limit)
     image = _grid(image_limit, patch, merge, side_limit)
     chunk = _grid(frame_limit, patch, merge, side_limit)
-    vision = doc.get("vision_config")
-    if not isinstance(vision, dict):
-        raise NotMirrored("the config has no vision_config")
+    vision = vision_section(doc)
     tower = Tower(
         hidden=_vt(vision, "hidden_size"),
         intermediate=_vt(vision, "intermediate_size"),

@@ -22,9 +22,10 @@ patches here, so the pixel values are over-counted by one patch an image).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from mmcli.kv.whatif.mm_common import NotMirrored, Tower, num, vision_tower
+from mmcli.kv.whatif.mm_common import NotMirrored, Tower, num, vision_section, vision_tower
 
 #: The vision towers mirrored, by ``vision_config.model_type``: whether a class token is added.
 _TOWERS = {"clip_vision_model": True, "siglip_vision_model": False}
@@ -43,9 +44,10 @@ def best_fit(height: int, width: int, pinpoints: list[tuple[int, int]]) -> tuple
     return best
 
 
-def _features(height: int, width: int, grid: int, rows: int, cols: int) -> int:
-    """Unpadded features and their newlines of an image ``height`` × ``width`` on a tile grid
-    of ``rows`` × ``cols`` (llava_next.py ``_get_num_unpadded_features``)."""
+def unpadded(height: int, width: int, grid: int, rows: int, cols: int) -> tuple[int, int]:
+    """The feature rows and columns of an image ``height`` × ``width`` on a tile grid of
+    ``rows`` × ``cols``, its padding taken off (``_get_num_unpadded_features`` of llava_next.py
+    and llava_onevision.py)."""
     cur_h, cur_w = grid * rows, grid * cols
     if width / height > cur_w / cur_h:
         new_h = int(round(height * (cur_w / width), 7))
@@ -53,34 +55,64 @@ def _features(height: int, width: int, grid: int, rows: int, cols: int) -> int:
     else:
         new_w = int(round(width * (cur_h / height), 7))
         cur_w -= 2 * ((cur_w - new_w) // 2)
+    return cur_h, cur_w
+
+
+def _features(height: int, width: int, grid: int, rows: int, cols: int) -> int:
+    """Unpadded features and their newlines (one a feature row)."""
+    cur_h, cur_w = unpadded(height, width, grid, rows, cols)
     return cur_h * cur_w + cur_h
+
+
+@dataclass(frozen=True)
+class Anyres:
+    """What LLaVA-NeXT and LLaVA-OneVision read alike from a config: the vision config, the
+    tile side (``image_size``) and ``patch_size``, the ``image_grid_pinpoints``, the grid side a
+    tile, the tower's positions a tile (grid², and a CLIP class token) and the base image's
+    tokens (less the class token under the ``"default"`` feature select strategy)."""
+
+    vision: dict[str, Any]
+    size: int
+    patch: int
+    pins: list[Any]
+    grid: int
+    positions: int
+    base: int
+
+
+def anyres(doc: dict[str, Any], kwargs: dict[str, Any], family: str, strategy: str) -> Anyres:
+    """The :class:`Anyres` reading of ``doc`` (``strategy``: the family's default
+    ``vision_feature_select_strategy``); refused for another tower, processor kwargs, or a
+    config without pinpoints."""
+    vision = vision_section(doc)
+    tower_type = str(vision.get("model_type", ""))
+    if tower_type not in _TOWERS:
+        raise NotMirrored(f"a {family} vision tower {tower_type!r} (CLIP and SigLIP are)")
+    if kwargs:
+        raise NotMirrored(f"--mm-processor-kwargs {', '.join(sorted(kwargs))} of {family}")
+    size, patch = num(vision, "image_size"), num(vision, "patch_size")
+    pins = doc.get("image_grid_pinpoints")
+    if not isinstance(pins, list) or not pins:
+        raise NotMirrored("the config lacks image_grid_pinpoints")
+    grid = size // patch
+    positions = grid * grid + (1 if _TOWERS[tower_type] else 0)
+    strategy = doc.get("vision_feature_select_strategy", strategy)
+    if strategy not in ("default", "full"):
+        raise NotMirrored(f"vision_feature_select_strategy {strategy!r}")
+    base = positions - 1 if strategy == "default" else positions
+    return Anyres(vision, size, patch, pins, grid, positions, base)
 
 
 def llava_next(
     doc: dict[str, Any], processor: dict[str, Any] | None, kwargs: dict[str, Any], text_hidden: int
 ) -> tuple[dict[str, int], dict[str, tuple[Tower, int]]]:
     """Tokens an item and (tower, patches) an item of LLaVA-NeXT's largest image."""
-    vision = doc.get("vision_config")
-    if not isinstance(vision, dict):
-        raise NotMirrored("the config has no vision_config")
-    tower_type = str(vision.get("model_type", ""))
-    if tower_type not in _TOWERS:
-        raise NotMirrored(f"a LLaVA-NeXT vision tower {tower_type!r} (CLIP and SigLIP are)")
-    if kwargs:
-        raise NotMirrored(f"--mm-processor-kwargs {', '.join(sorted(kwargs))} of LLaVA-NeXT")
-    size, patch = num(vision, "image_size"), num(vision, "patch_size")
-    pins = doc.get("image_grid_pinpoints")
-    if not isinstance(pins, list) or not pins:
-        raise NotMirrored("the config lacks image_grid_pinpoints")
-    pinpoints = [(int(h), int(w)) for h, w in pins]
+    got = anyres(doc, kwargs, "LLaVA-NeXT", "default")
+    vision, size, patch = got.vision, got.size, got.patch
+    grid, positions, base = got.grid, got.positions, got.base
+    pinpoints = [(int(h), int(w)) for h, w in got.pins]
     if processor is not None:
-        _check_processor(processor, pins, size)
-    grid = size // patch
-    positions = grid * grid + (1 if _TOWERS[tower_type] else 0)
-    strategy = doc.get("vision_feature_select_strategy", "default")
-    if strategy not in ("default", "full"):
-        raise NotMirrored(f"vision_feature_select_strategy {strategy!r}")
-    base = positions - 1 if strategy == "default" else positions
+        _check_processor(processor, got.pins, size)
     best = (0, 0)  # tokens and tiles of the first pinpoint of most tokens
     for height, width in pinpoints:
         fit_h, fit_w = best_fit(height, width, pinpoints)

@@ -30,7 +30,7 @@ import math
 from typing import TYPE_CHECKING, Any, Final
 
 from mmcli.kv.whatif.mm_common import NotMirrored, Tower, num, vision_tower
-from mmcli.kv.whatif.mm_llava_next import _layers, best_fit
+from mmcli.kv.whatif.mm_llava_next import _layers, anyres, best_fit, unpadded
 
 if TYPE_CHECKING:
     from mmcli.kv.releases import EngineRules
@@ -41,20 +41,12 @@ IMAGE: Final = (944, 1153)
 MAX_FRAMES: Final = 16
 #: The tiles the anyres features are scaled down to beyond a ratio of 1.1 (``anyres_max_9``).
 _MAX_TILES: Final = 9
-#: The vision towers mirrored, by ``vision_config.model_type``: whether a class token is added.
-_TOWERS: Final = {"clip_vision_model": True, "siglip_vision_model": False}
 
 
 def image_tokens(height: int, width: int, grid: int, rows: int, cols: int) -> int:
     """Unpadded anyres features and their newlines of an image ``height`` × ``width`` on a
     tile grid of ``rows`` × ``cols`` (llava_onevision.py ``_get_num_unpadded_features``)."""
-    cur_h, cur_w = grid * rows, grid * cols
-    if width / height > cur_w / cur_h:
-        new_h = int(round(height * (cur_w / width), 7))
-        cur_h -= 2 * ((cur_h - new_h) // 2)
-    else:
-        new_w = int(round(width * (cur_h / height), 7))
-        cur_w -= 2 * ((cur_w - new_w) // 2)
+    cur_h, cur_w = unpadded(height, width, grid, rows, cols)
     features, newlines = cur_h * cur_w, cur_h
     ratio = math.sqrt(cur_h * cur_w / (_MAX_TILES * grid**2))
     if ratio > 1.1:
@@ -74,27 +66,12 @@ def llava_onevision(
     default_limit: int,
 ) -> tuple[dict[str, int], dict[str, tuple[Tower, int]]]:
     """Tokens an item and (tower, patches) an item of LLaVA-OneVision's dummy image and video."""
-    vision = doc.get("vision_config")
-    if not isinstance(vision, dict):
-        raise NotMirrored("the config has no vision_config")
-    tower_type = str(vision.get("model_type", ""))
-    if tower_type not in _TOWERS:
-        raise NotMirrored(f"a LLaVA-OneVision vision tower {tower_type!r} (CLIP and SigLIP are)")
-    if kwargs:
-        raise NotMirrored(f"--mm-processor-kwargs {', '.join(sorted(kwargs))} of LLaVA-OneVision")
+    got = anyres(doc, kwargs, "LLaVA-OneVision", "full")
     if doc.get("spatial_pool_stride", 2) != 2:
         raise NotMirrored("spatial_pool_stride other than 2 (the model pools video frames by 2)")
-    size, patch = num(vision, "image_size"), num(vision, "patch_size")
-    pins = doc.get("image_grid_pinpoints")
-    if not isinstance(pins, list) or not pins:
-        raise NotMirrored("the config lacks image_grid_pinpoints")
+    vision, size, patch, pins = got.vision, got.size, got.patch, got.pins
+    grid, positions, base = got.grid, got.positions, got.base
     _check_processors(processor, video_processor, pins, size)
-    grid = size // patch
-    positions = grid * grid + (1 if _TOWERS[tower_type] else 0)
-    strategy = doc.get("vision_feature_select_strategy", "full")
-    if strategy not in ("default", "full"):
-        raise NotMirrored(f"vision_feature_select_strategy {strategy!r}")
-    base = positions - 1 if strategy == "default" else positions
     height, width = IMAGE
     fit_h, fit_w = best_fit(height, width, [(int(h), int(w)) for h, w in pins])
     rows, cols = fit_h // size, fit_w // size

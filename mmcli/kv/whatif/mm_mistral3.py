@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from mmcli.kv.whatif.mm_common import NotMirrored, Tower, num, vision_tower
+from mmcli.kv.whatif.mm_common import NotMirrored, Tower, num, vision_section, vision_tower
 
 if TYPE_CHECKING:
     from mmcli.kv.releases import EngineRules
@@ -45,9 +45,7 @@ def mistral3(
     text_hidden: int,
 ) -> tuple[dict[str, int], dict[str, tuple[Tower, int]], dict[str, int]]:
     """Tokens an item, (tower, patches) an item and encoder output rows an item."""
-    vision = doc.get("vision_config")
-    if not isinstance(vision, dict):
-        raise NotMirrored("the config has no vision_config")
+    vision = vision_section(doc)
     if str(vision.get("model_type", "pixtral")) != "pixtral":
         raise NotMirrored("a Mistral 3 vision tower other than Pixtral's")
     if set(kwargs) - {"size"}:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, Final
 
-from mmcli.kv.whatif.mm_common import NotMirrored, Tower, image_shape, num
+from mmcli.kv.whatif.mm_common import NotMirrored, Tower, image_shape, num, vision_section
 
 if TYPE_CHECKING:
     from mmcli.kv.releases import EngineRules
@@ -83,9 +83,7 @@ def qwen3_vl(
     rule = rules.qwen3_vl_video
     if rule not in _TOKEN_FACTOR:
         raise NotMirrored("Qwen3-VL's dummy items of this release are not mirrored")
-    vision = doc.get("vision_config")
-    if not isinstance(vision, dict):
-        raise NotMirrored("the config has no vision_config")
+    vision = vision_section(doc)
     patch, merge = num(vision, "patch_size"), num(vision, "spatial_merge_size")
     temporal = num(vision, "temporal_patch_size")
     unit = patch * merge
