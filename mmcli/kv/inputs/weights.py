@@ -65,6 +65,11 @@ def weights_figure(
     return _estimated(model.config)
 
 
+def is_size(spec: str) -> bool:
+    """Whether ``--weights`` is a size with a byte unit (not a checkpoint or a Hub repo)."""
+    return _SIZED.match(spec) is not None
+
+
 def _given(spec: str, model: ModelSource | None, revision: str | None) -> WeightsFigure:
     from mmcli.kv.inputs.hub import looks_like_repo_id
 

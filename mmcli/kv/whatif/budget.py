@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from mmcli.errors import InputError
 from mmcli.kv.inputs.model_source import ModelSource
-from mmcli.kv.inputs.weights import WeightsFigure, weights_figure
+from mmcli.kv.inputs.weights import WeightsFigure, is_size, weights_figure
 from mmcli.kv.releases import rules_for
 from mmcli.kv.whatif.encoder import MmSettings
 from mmcli.kv.whatif.gpus import Estimate
@@ -98,8 +98,15 @@ def _loaded(
     which is taken as given), the bytes left out, and the profile whose off-note says so."""
     from mmcli.kv.inputs.towers import towers_left_out
 
-    if weights is not None or profile is None or figure.estimated:
+    if profile is None or figure.estimated:
         return figure, 0, profile
+    if weights is not None:
+        note = (
+            "the --weights size is taken as given (what vLLM loads, without them)"
+            if is_size(weights)
+            else "the --weights checkpoint's figure counts them (give the size vLLM loads)"
+        )
+        return figure, 0, replace(profile, mm=replace(profile.mm, weights_note=note))
     got = towers_left_out(profile.doc, source, rules, profile.mm)
     if got is None:
         return figure, 0, profile

@@ -101,7 +101,10 @@ def test_a_given_weights_size_is_taken_as_given(tmp_path: Path) -> None:
     folder = _folder(tmp_path, TOWER | TEXT)
     est = _plan(folder, "--language-model-only", weights="16GiB")
     assert est.weights_bytes == 16 * 2**30
-    assert "count them" in " ".join(est.notes)
+    assert "the --weights size is taken as given" in " ".join(est.notes)
+    from_path = _plan(folder, "--language-model-only", weights=str(folder))
+    assert from_path.weights_bytes == _bytes(TOWER | TEXT)
+    assert "the --weights checkpoint's figure counts them" in " ".join(from_path.notes)
 
 
 def test_every_modality_of_the_context_must_be_off(tmp_path: Path) -> None:
