@@ -31,6 +31,18 @@ class Tower:
     out_hidden: int
 
 
+def processor_edges(section: dict[str, Any] | None, what: str) -> tuple[int, int]:
+    """The ``size`` ``shortest_edge`` and ``longest_edge`` pixels of the ``what`` ("image" or
+    "video") processor's settings file (refused where the file or its size is missing)."""
+    size = (section or {}).get("size")
+    if not isinstance(size, dict):
+        raise NotMirrored(
+            f"the {what} processor's size is not known: give the model folder (with its "
+            f"{'video_' if what == 'video' else ''}preprocessor_config.json)"
+        )
+    return num(size, "shortest_edge"), num(size, "longest_edge")
+
+
 def vision_section(doc: dict[str, Any]) -> dict[str, Any]:
     """The config's ``vision_config`` (refused where it has none)."""
     vision = doc.get("vision_config")

@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, Final
 
-from mmcli.kv.whatif.mm_common import NotMirrored, Tower, num, vision_section
+from mmcli.kv.whatif.mm_common import NotMirrored, Tower, num, processor_edges, vision_section
 
 if TYPE_CHECKING:
     from mmcli.kv.releases import EngineRules
@@ -98,13 +98,7 @@ def glm4v(
     vision = vision_section(doc)
     patch, merge = num(vision, "patch_size"), num(vision, "spatial_merge_size")
     temporal = num(vision, "temporal_patch_size")
-    size = (processor or {}).get("size")
-    if not isinstance(size, dict):
-        raise NotMirrored(
-            "GLM-4.1V's image processor size is not known: give the model folder (with its "
-            "preprocessor_config.json)"
-        )
-    least, most = num(size, "shortest_edge"), num(size, "longest_edge")
+    least, most = processor_edges(processor, "image")
     factor = patch * merge
     if rules.glm4v_image == "frames-16":
         target = smart_resize(_OLD_FRAMES, _HUGE, temporal, factor, 0, _OLD_MAX_PIXELS)
@@ -182,13 +176,7 @@ def _video(
         )
     if temporal != 2:
         raise NotMirrored("GLM-4.1V's dummy video with a temporal_patch_size other than 2")
-    size = (video_processor or {}).get("size")
-    if not isinstance(size, dict):
-        raise NotMirrored(
-            "GLM-4.1V's video processor size is not known: give the model folder (with its "
-            "video_preprocessor_config.json)"
-        )
-    least, most = num(size, "shortest_edge"), num(size, "longest_edge")
+    least, most = processor_edges(video_processor, "video")
     if rule == "most-budget":
         frames, best = 1, 0
         for count in range(1, MAX_FRAMES + 1):

@@ -29,7 +29,14 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, Final
 
-from mmcli.kv.whatif.mm_common import NotMirrored, Tower, image_shape, num, vision_section
+from mmcli.kv.whatif.mm_common import (
+    NotMirrored,
+    Tower,
+    image_shape,
+    num,
+    processor_edges,
+    vision_section,
+)
 
 if TYPE_CHECKING:
     from mmcli.kv.releases import EngineRules
@@ -40,16 +47,6 @@ MAX_FRAMES: Final = 24576
 START_FRAMES: Final = 2
 #: Placeholder tokens a video encoder token, by rule (timestamps and start / end tokens).
 _TOKEN_FACTOR: Final = {"frames-12.5": 12.5, "frames": 1.0, "two-frames": 1.0}
-
-
-def _size(section: dict[str, Any] | None, what: str) -> tuple[int, int]:
-    size = (section or {}).get("size")
-    if not isinstance(size, dict):
-        raise NotMirrored(
-            f"the {what} processor's size is not known: give the model folder (with its "
-            f"{'video_' if what == 'video' else ''}preprocessor_config.json)"
-        )
-    return num(size, "shortest_edge"), num(size, "longest_edge")
 
 
 def _video_side(
@@ -87,12 +84,12 @@ def qwen3_vl(
     patch, merge = num(vision, "patch_size"), num(vision, "spatial_merge_size")
     temporal = num(vision, "temporal_patch_size")
     unit = patch * merge
-    _, longest = _size(processor, "image")
+    _, longest = processor_edges(processor, "image")
     height, width = image_shape(longest, unit, rules.qwen_vl_image)
     image = (height // patch) * (width // patch) // merge**2
     per_item, rows = {"image": image}, {"image": image}
     if limits.get("video", default_limit) > 0:
-        least, most = _size(video_processor, "video")
+        least, most = processor_edges(video_processor, "video")
         if rule == "two-frames":
             video = _two_frames(
                 video_processor or {}, least, most, patch, merge, temporal, rules.qwen_vl_image
