@@ -8,31 +8,26 @@ default, ``_compute_num_soft_tokens``), unchanged in substance through 0.34.0.""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from mm_folders import folder_batch, model_json
 
 from mmcli.kv import PlanRequest, plan_run
-from mmcli.kv.releases import first_release, rules_for
-from mmcli.kv.whatif.mm_dummy import NotMirrored, dummy_batch
+from mmcli.kv.releases import first_release
+from mmcli.kv.whatif.mm_dummy import NotMirrored
 from mmcli.kv.whatif.mm_gemma4 import soft_tokens
 
 FOLDER = Path("tests/kv/whatif/models/gemma_4_31b")
 
 
 def _doc() -> dict[str, Any]:
-    return dict(json.loads((FOLDER / "config.json").read_text()))
+    return model_json(FOLDER)
 
 
 def _batch(version: str, **extra: Any) -> Any:
-    fields: dict[str, Any] = {
-        "max_model_len": 32768,
-        "max_num_batched_tokens": 8192,
-        "max_num_seqs": 256,
-    }
-    return dummy_batch(_doc(), rules_for(version), **(fields | extra))
+    return folder_batch(_doc(), version, **extra)
 
 
 @pytest.mark.parametrize("version", ["0.19", "0.20", "0.21", "0.34"])

@@ -7,16 +7,16 @@ spatial_merge_size 2, temporal_patch_size 2, out_hidden_size 4,096; the image pr
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from mm_folders import folder_batch, model_json
 from typer.testing import CliRunner
 
 from mmcli.cli.main import app
-from mmcli.kv.releases import first_release, rules_for
-from mmcli.kv.whatif.mm_dummy import NotMirrored, dummy_batch
+from mmcli.kv.releases import first_release
+from mmcli.kv.whatif.mm_dummy import NotMirrored
 from mmcli.kv.whatif.mm_glm4v import smart_resize
 
 FOLDER = Path("tests/kv/whatif/models/glm4_1v_9b")
@@ -24,22 +24,16 @@ NO_VIDEO = {"video": 0}
 
 
 def _doc() -> dict[str, Any]:
-    return dict(json.loads((FOLDER / "config.json").read_text()))
+    return model_json(FOLDER)
 
 
 def _processor() -> dict[str, Any]:
-    return dict(json.loads((FOLDER / "preprocessor_config.json").read_text()))
+    return model_json(FOLDER, "preprocessor_config.json")
 
 
 def _batch(version: str, doc: dict[str, Any] | None = None, **extra: Any) -> Any:
-    fields: dict[str, Any] = {
-        "max_model_len": 32768,
-        "max_num_batched_tokens": 8192,
-        "max_num_seqs": 256,
-        "processor": _processor(),
-        "limits": NO_VIDEO,
-    }
-    return dummy_batch(doc or _doc(), rules_for(version), **(fields | extra))
+    fields = {"processor": _processor(), "limits": NO_VIDEO}
+    return folder_batch(doc or _doc(), version, **(fields | extra))
 
 
 def test_smart_resize_of_a_square() -> None:
@@ -94,7 +88,7 @@ def test_glm_4_5v_takes_the_same_rule() -> None:
 
 
 def _video_processor() -> dict[str, Any]:
-    return dict(json.loads((FOLDER / "video_preprocessor_config.json").read_text()))
+    return model_json(FOLDER, "video_preprocessor_config.json")
 
 
 def test_the_dummy_video_fits_beside_one_image() -> None:

@@ -12,27 +12,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mm_folders import folder_batch, model_json
 from typer.testing import CliRunner
 
 from mmcli.cli.main import app
-from mmcli.kv.releases import first_release, rules_for
-from mmcli.kv.whatif.mm_dummy import NotMirrored, dummy_batch
+from mmcli.kv.releases import first_release
+from mmcli.kv.whatif.mm_dummy import NotMirrored
 
 FOLDER = Path("tests/kv/whatif/models/internvl2_5_2b")
 
 
 def _doc(**changes: Any) -> dict[str, Any]:
-    doc = dict(json.loads((FOLDER / "config.json").read_text()))
-    return doc | changes
+    return model_json(FOLDER) | changes
 
 
 def _batch(version: str, doc: dict[str, Any] | None = None, **extra: Any) -> Any:
-    fields: dict[str, Any] = {
-        "max_model_len": 32768,
-        "max_num_batched_tokens": 8192,
-        "max_num_seqs": 256,
-    }
-    return dummy_batch(doc or _doc(), rules_for(version), **(fields | extra))
+    return folder_batch(doc or _doc(), version, **extra)
 
 
 def test_the_image_of_most_tiles_counted_by_its_encoder_outputs() -> None:

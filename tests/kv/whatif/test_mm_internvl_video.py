@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mm_folders import folder_batch, model_json
 from typer.testing import CliRunner
 
 from mmcli.cli.main import app
-from mmcli.kv.releases import first_release, rules_for
-from mmcli.kv.whatif.mm_dummy import NotMirrored, dummy_batch
+from mmcli.kv.releases import first_release
+from mmcli.kv.whatif.mm_dummy import NotMirrored
 from mmcli.kv.whatif.mm_internvl import video_tokens
 
 FOLDER = Path("tests/kv/whatif/models/internvl3_1b")
@@ -34,17 +35,11 @@ VIDEO = frozenset({"<|video_pad|>"})
 
 
 def _doc() -> dict[str, Any]:
-    return dict(json.loads((FOLDER / "config.json").read_text()))
+    return model_json(FOLDER)
 
 
 def _batch(version: str, **extra: Any) -> Any:
-    fields: dict[str, Any] = {
-        "max_model_len": 32768,
-        "max_num_batched_tokens": 8192,
-        "max_num_seqs": 256,
-        "tokenizer": VIDEO,
-    }
-    return dummy_batch(_doc(), rules_for(version), **(fields | extra))
+    return folder_batch(_doc(), version, **({"tokenizer": VIDEO} | extra))
 
 
 def test_the_tokenizer_files_say_whether_the_video_token_is_there() -> None:

@@ -18,37 +18,31 @@ transformers_utils/processors/kimi_k25_vision_fused.py:71-146 ``navit_resize_ima
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from mm_folders import folder_batch, model_json
 
-from mmcli.kv.releases import first_release, rules_for
-from mmcli.kv.whatif.mm_dummy import NotMirrored, dummy_batch
+from mmcli.kv.releases import first_release
+from mmcli.kv.whatif.mm_dummy import NotMirrored
 from tests.kv_plan import cli_plan_json
 
 FOLDER = Path("tests/kv/whatif/models/kimi_k2_5")
 
 
 def _doc() -> dict[str, Any]:
-    return dict(json.loads((FOLDER / "config.json").read_text()))
+    return model_json(FOLDER)
 
 
 def _processor(**cfg: Any) -> dict[str, Any]:
-    doc = dict(json.loads((FOLDER / "preprocessor_config.json").read_text()))
+    doc = model_json(FOLDER, "preprocessor_config.json")
     doc["media_proc_cfg"] = doc["media_proc_cfg"] | cfg
     return doc
 
 
 def _batch(version: str = "0.20.0", **extra: Any) -> Any:
-    fields: dict[str, Any] = {
-        "max_model_len": 32768,
-        "max_num_batched_tokens": 8192,
-        "max_num_seqs": 256,
-        "processor": _processor(),
-    }
-    return dummy_batch(_doc(), rules_for(version), **(fields | extra))
+    return folder_batch(_doc(), version, **({"processor": _processor()} | extra))
 
 
 def test_the_dummy_image_outweighs_the_video_chunk() -> None:

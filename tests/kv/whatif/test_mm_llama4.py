@@ -16,31 +16,26 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mm_folders import folder_batch, model_json
 from typer.testing import CliRunner
 
 from mmcli.cli.main import app
-from mmcli.kv.releases import first_release, rules_for
-from mmcli.kv.whatif.mm_dummy import NotMirrored, dummy_batch
+from mmcli.kv.releases import first_release
+from mmcli.kv.whatif.mm_dummy import NotMirrored
 
 FOLDER = Path("tests/kv/whatif/models/llama_4_maverick")
 
 
 def _doc() -> dict[str, Any]:
-    return dict(json.loads((FOLDER / "config.json").read_text()))
+    return model_json(FOLDER)
 
 
 def _processor() -> dict[str, Any]:
-    return dict(json.loads((FOLDER / "preprocessor_config.json").read_text()))
+    return model_json(FOLDER, "preprocessor_config.json")
 
 
 def _batch(version: str, doc: dict[str, Any] | None = None, **extra: Any) -> Any:
-    fields: dict[str, Any] = {
-        "max_model_len": 32768,
-        "max_num_batched_tokens": 8192,
-        "max_num_seqs": 256,
-        "processor": _processor(),
-    }
-    return dummy_batch(doc or _doc(), rules_for(version), **(fields | extra))
+    return folder_batch(doc or _doc(), version, **({"processor": _processor()} | extra))
 
 
 def test_the_image_of_most_tiles_counted_by_its_encoder_outputs() -> None:

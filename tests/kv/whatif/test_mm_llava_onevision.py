@@ -18,32 +18,26 @@ features are scaled down past sqrt(h × w / (9 × 27²)) > 1.1 (``_get_num_unpad
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from mm_folders import folder_batch, model_json
 from typer.testing import CliRunner
 
 from mmcli.cli.main import app
-from mmcli.kv.releases import rules_for
-from mmcli.kv.whatif.mm_dummy import NotMirrored, dummy_batch
+from mmcli.kv.whatif.mm_dummy import NotMirrored
 from mmcli.kv.whatif.mm_llava_onevision import image_tokens
 
 FOLDER = Path("tests/kv/whatif/models/llava_onevision_qwen2_7b")
 
 
 def _doc() -> dict[str, Any]:
-    return dict(json.loads((FOLDER / "config.json").read_text()))
+    return model_json(FOLDER)
 
 
 def _batch(version: str, doc: dict[str, Any] | None = None, **extra: Any) -> Any:
-    fields: dict[str, Any] = {
-        "max_model_len": 32768,
-        "max_num_batched_tokens": 8192,
-        "max_num_seqs": 256,
-    }
-    return dummy_batch(doc or _doc(), rules_for(version), **(fields | extra))
+    return folder_batch(doc or _doc(), version, **extra)
 
 
 @pytest.mark.parametrize("version", ["0.10.0", "0.10.1", "0.12.0", "0.20.0", "0.34.0"])
