@@ -19,6 +19,7 @@ import pytest
 
 from mmcli.errors import InputError
 from mmcli.kv import PlanRequest, plan_run
+from mmcli.kv.releases import rules_for
 from mmcli.kv.whatif.gpus import resolve_gpu
 
 HERE = Path(__file__).resolve().parents[1] / "gpu_logs"
@@ -56,9 +57,11 @@ _PRINTED_IF_SET: dict[str, str] = {
     "max_model_len": r"Using max model len (\d+)",
     "max_num_batched_tokens": r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)",
 }
-#: What V1 uses when the non-default args leave it out (vLLM 0.10.1 vllm/config/cache.py:
-#: ``gpu_memory_utilization: float = 0.9``).
-_V1_DEFAULTS: dict[str, float] = {"gpu_memory_utilization": 0.9}
+#: What V1 uses when the non-default args leave it out: the release table's default
+#: (vLLM 0.10.1 vllm/config/cache.py ``gpu_memory_utilization: float = 0.9``; 0.92 from 0.20).
+_V1_DEFAULTS = {
+    "gpu_memory_utilization": lambda release: rules_for(release).default_gpu_memory_utilization
+}
 #: ``vllm serve``'s batch defaults, max_num_batched_tokens → the max_num_seqs that goes with it
 #: (vLLM 0.13.0 vllm/engine/arg_utils.py ``get_batch_defaults``, OPENAI_API_SERVER: 8192 and 1024
 #: on a device queried at 70 GiB or more that is no A100, else 2048 and 256): a log that prints
@@ -114,7 +117,7 @@ def test_each_excerpt_agrees_with_its_entry(case: dict[str, Any]) -> None:
             assert case[key] == round(resolve_gpu(case["total_from"]).total_gib, 2), key
         elif key in case.get("defaults", ()):
             assert _read(text, patterns) is None, key
-            assert case[key] == _V1_DEFAULTS[key], key
+            assert case[key] == _V1_DEFAULTS[key](_release(case)), key
         else:
             assert _read(text, patterns) == case[key], key
     for key, pattern in _PRINTED_IF_SET.items():
