@@ -163,14 +163,13 @@ def compare_memory(
     graph_logged, graph_from = p.cudagraph_estimate_gib, "Estimated CUDA graph memory"
     if graph_logged is None and p.graph_capture_gib is not None:
         graph_logged, graph_from = p.graph_capture_gib, "Graph capturing finished"
-    activation_from = (
-        "torch peak" if p.activation_peak_gib is not None else "peak_torch_memory − weights"
-    )
+    if graph_logged is None and p.summary_graph_gib is not None:
+        graph_logged, graph_from = p.summary_graph_gib, "CUDAGraph memory (captured)"
     kv_logged = log.min_available_gib
     rows = [
-        MemoryRow("activation peak", p.activation_gib(), activation, activation_from),
+        _activation_row(p, activation, graphs),
         *_encoder_row(p, encoder, doc),
-        MemoryRow("non-torch memory", p.non_torch_gib, non_torch, "non-torch"),
+        _non_torch_row(p, non_torch),
         MemoryRow("CUDA graphs", graph_logged, graphs, graph_from if graph_logged else ""),
         MemoryRow("KV cache", kv_logged, kv, "Available KV cache memory"),
     ]
@@ -178,6 +177,13 @@ def compare_memory(
         notes.append(
             f"the graphs took {p.graph_capture_gib:.2f} GiB when captured (after the KV cache "
             f"was sized on the {p.cudagraph_estimate_gib:.2f} GiB estimate)"
+        )
+    if graph_from == "CUDAGraph memory (captured)" and graph_logged is not None:
+        notes.append(
+            f"the CUDA graphs' log figure is what the captured graphs took ({graph_logged:.2f} "
+            "GiB, after the KV cache was sized); the estimate taken off the KV memory is not "
+            "printed apart"
+            + (", it is in the log's peak activation" if p.summary_peak_has_graphs else "")
         )
     if not rules.cudagraph_estimate_subtracted:
         notes.append(
@@ -190,6 +196,37 @@ def compare_memory(
             "plan --gpu"
         )
     return MemoryComparison(rows, inputs, missing, notes)
+
+
+def _activation_row(p: MemoryProfile, activation: float | None, graphs: float | None) -> MemoryRow:
+    """The activation peak: the torch peak a DEBUG or V0 line printed, else the summary's
+    "for peak activation" — which from 0.27 holds the CUDA-graph estimate taken off the KV
+    memory (with ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` at its default): less the
+    logged estimate where the log prints it, else set beside mmcli's activation + graphs."""
+    if p.activation_gib() is not None or p.summary_peak_gib is None:
+        activation_from = (
+            "torch peak" if p.activation_peak_gib is not None else "peak_torch_memory − weights"
+        )
+        return MemoryRow("activation peak", p.activation_gib(), activation, activation_from)
+    if not p.summary_peak_has_graphs:
+        return MemoryRow("activation peak", p.summary_peak_gib, activation, "peak activation")
+    if p.cudagraph_estimate_gib is not None:
+        logged = round(p.summary_peak_gib - p.cudagraph_estimate_gib, 2)
+        return MemoryRow(
+            "activation peak", logged, activation, "peak activation − CUDA-graph estimate"
+        )
+    both = None if activation is None else round(activation + (graphs or 0.0), 2)
+    return MemoryRow(
+        "activation peak + CUDA-graph estimate", p.summary_peak_gib, both, "peak activation"
+    )
+
+
+def _non_torch_row(p: MemoryProfile, estimate: float) -> MemoryRow:
+    """Non-torch memory: printed, or from 0.27 the summary's consumed memory less the weights."""
+    if p.non_torch_gib is None and None not in (p.total_consumed_gib, p.weights_gib):
+        logged = round(float(p.total_consumed_gib or 0) - float(p.weights_gib or 0), 2)
+        return MemoryRow("non-torch memory", logged, estimate, "consumed memory − weights")
+    return MemoryRow("non-torch memory", p.non_torch_gib, estimate, "non-torch")
 
 
 #: What a batch unlike the log's means for an estimated encoder profile.

@@ -143,3 +143,71 @@ def test_lines_without_a_figure_give_nothing():
     assert not parse_profile_line("Model loading took a while", profile)
     assert not parse_profile_line("Estimated CUDA graph memory: lots", profile)
     assert not profile.any()
+
+
+SUMMARY_0_26 = (
+    CORE.replace("gpu_model_runner.py:1", "gpu_worker.py:1")
+    + "Free memory on device (14.66/15.99 GiB) on startup. Desired GPU memory utilization is "
+    "(0.8, 12.79 GiB). Actual usage is 4.15 GiB for weight, 2.65 GiB for peak activation, "
+    "0.02 GiB for non-torch memory, and 4.06 GiB for CUDAGraph memory. Replace "
+    "gpu_memory_utilization config with `--kv-cache-memory=1893027942` to fit into requested "
+    "memory, or `--kv-cache-memory=3276340428` to fully utilize gpu memory. Current kv cache "
+    "memory in use is 5.97 GiB."
+)
+SUMMARY_0_27 = (
+    CORE.replace("gpu_model_runner.py:1", "gpu_worker.py:1")
+    + "Free memory on device (78.84/79.25 GiB) on startup. Desired GPU memory utilization is "
+    "(0.92, 72.91 GiB). Actual usage is 15.26 GiB for consumed memory (weights + non-torch), "
+    "1.44 GiB for peak activation, and 0.23 GiB for CUDAGraph memory. Replace "
+    "gpu_memory_utilization config with `--kv-cache-memory=60000000000` (55.88 GiB) to fit "
+    "into requested memory, or `--kv-cache-memory=66000000000` (61.47 GiB) to fully utilize "
+    "gpu memory. Current kv cache memory in use is 56.21 GiB."
+)
+
+
+def test_the_summary_of_0_10_2_to_0_26():
+    """vLLM 0.10.2 – 0.26.0 v1/worker/gpu_worker.py ``compile_or_warm_up_model``: "Free memory
+    on device (%s/%s GiB) on startup. Desired GPU memory utilization is (%s, %s GiB). Actual
+    usage is %s GiB for weight, %s GiB for peak activation, %s GiB for non-torch memory, and
+    %s GiB for CUDAGraph memory." (INFO in 0.10.2 and 0.26, DEBUG in between); the figures of
+    tests/kv/gpu_logs/v1-mm-rtx4080-qwen2vl2b.log (vLLM 0.10.2)."""
+    got = read(SUMMARY_0_26)
+    assert (got.total_gpu_gib, got.utilization, got.usable_gib) == (15.99, 0.8, 12.79)
+    assert (got.weights_gib, got.weights_line) == (4.15, "Actual usage is")
+    assert (got.summary_peak_gib, got.non_torch_gib, got.summary_graph_gib) == (2.65, 0.02, 4.06)
+    # Before 0.27 the peak is the profile run's torch peak increase alone.
+    assert got.summary_peak_has_graphs is False
+    assert got.total_consumed_gib is None
+
+
+def test_the_summary_from_0_27():
+    """vLLM 0.27.0 – 0.34.0 gpu_worker.py: "Actual usage is %s GiB for consumed memory
+    (weights + non-torch), %s GiB for peak activation, and %s GiB for CUDAGraph memory.",
+    where ``peak_activation_memory`` = ``transient_peak_headroom`` + the CUDA-graph estimate
+    taken off; the figures a published vLLM 0.31.0 start-up on an A100 80GB printed."""
+    got = read(SUMMARY_0_27)
+    assert (got.total_gpu_gib, got.utilization, got.usable_gib) == (79.25, 0.92, 72.91)
+    assert (got.total_consumed_gib, got.summary_peak_gib, got.summary_graph_gib) == (
+        15.26,
+        1.44,
+        0.23,
+    )
+    assert got.summary_peak_has_graphs is True
+    assert got.weights_gib is None and got.non_torch_gib is None
+
+
+def test_the_loading_line_keeps_the_weights_the_summary_repeats():
+    got = read(CORE + "Model loading took 4.1512 GiB and 5.1 seconds", SUMMARY_0_26)
+    assert (got.weights_gib, got.weights_line) == (4.1512, "Model loading took")
+
+
+def test_the_older_startup_error_gives_the_total():
+    """vLLM 0.10.0 v1/worker/gpu_worker.py ``init_device``: "Free memory on device (%s/%s GiB)
+    on startup is less than desired GPU memory utilization (%s, %s GiB)."."""
+    got = read(
+        "ValueError: Free memory on device (10.2/79.19 GiB) on startup is less than desired "
+        "GPU memory utilization (0.9, 71.27 GiB). Decrease GPU memory utilization or reduce "
+        "GPU memory used by other processes."
+    )
+    assert got.total_gpu_gib == 79.19
+    assert got.utilization is None

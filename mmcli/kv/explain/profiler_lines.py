@@ -16,7 +16,15 @@ The wordings read, each release's own (the tests cite file and release):
   0.34.0), or "Skipping memory profiling for multimodal encoder and encoder cache.";
 * "Estimated CUDA graph memory: X GiB total", "Graph capturing finished in N secs, took X GiB",
   and the extensible KV cache's "Memory after warmup: X GiB free, X GiB committed to the KV
-  cache, X GiB kept for transient activations".
+  cache, X GiB kept for transient activations";
+* V1's summary after the graphs are captured (v1/worker/gpu_worker.py, INFO in 0.10.2 and from
+  0.26, DEBUG in between): "Free memory on device (F/T GiB) on startup. Desired GPU memory
+  utilization is (U, R GiB). Actual usage is W GiB for weight, P GiB for peak activation, N GiB
+  for non-torch memory, and G GiB for CUDAGraph memory." (0.10.2 – 0.26), or from 0.27 "Actual
+  usage is C GiB for consumed memory (weights + non-torch), P GiB for peak activation, and G GiB
+  for CUDAGraph memory.", where P holds the CUDA-graph estimate taken off the KV memory too
+  (``peak_activation_memory`` = the transient peak + the estimate) and G is what the captured
+  graphs took.
 
 Every pattern is bounded, without nested or unbounded repeats.
 """
@@ -53,6 +61,16 @@ _ENCODER = re.compile(
     r"(\d{1,9}) (\w{1,20}) items"
 )
 _ENCODER_SKIPPED = "Skipping memory profiling for multimodal encoder"
+_FREE = re.compile(rf"Free memory on device \({FLOAT}/{FLOAT} ?GiB\) on startup")
+_DESIRED = re.compile(rf"Desired GPU memory utilization is \({FLOAT}, {FLOAT} ?GiB\)")
+_ACTUAL_WEIGHT = re.compile(
+    rf"Actual usage is {FLOAT} ?GiB for weight, {FLOAT} ?GiB for peak activation, {FLOAT} ?GiB "
+    rf"for non-torch memory, and {FLOAT} ?GiB for CUDAGraph memory"
+)
+_ACTUAL_CONSUMED = re.compile(
+    rf"Actual usage is {FLOAT} ?GiB for consumed memory \(weights \+ non-torch\), {FLOAT} ?GiB "
+    rf"for peak activation, and {FLOAT} ?GiB for CUDAGraph memory"
+)
 _WARMUP = re.compile(
     rf"Memory after warmup: {FLOAT} GiB free, {FLOAT} GiB committed to the KV cache, "
     rf"{FLOAT} GiB kept for transient activations"
@@ -82,6 +100,11 @@ class MemoryProfile:
     cudagraph_estimate_gib: float | None = None
     graph_capture_gib: float | None = None
     graph_capture_seconds: float | None = None
+    #: The summary's "P GiB for peak activation" as printed (from 0.27 it holds the CUDA-graph
+    #: estimate too: :attr:`summary_peak_has_graphs`) and "G GiB for CUDAGraph memory".
+    summary_peak_gib: float | None = None
+    summary_peak_has_graphs: bool | None = None
+    summary_graph_gib: float | None = None
     warmup_free_gib: float | None = None
     warmup_committed_gib: float | None = None
     warmup_transient_gib: float | None = None
@@ -166,7 +189,36 @@ def _parse_took(line: str, profile: MemoryProfile) -> bool:
     return False
 
 
+def _parse_summary(line: str, profile: MemoryProfile) -> bool:
+    """V1's "Free memory on device … Actual usage is …" summary, either wording."""
+    found = False
+    if m := _FREE.search(line):
+        _first(profile, "total_gpu_gib", m[2])
+        found = True
+    if m := _DESIRED.search(line):
+        _first(profile, "utilization", m[1])
+        _first(profile, "usable_gib", m[2])
+        found = True
+    if m := _ACTUAL_WEIGHT.search(line):
+        if profile.weights_gib is None:
+            profile.weights_gib, profile.weights_line = float(m[1]), "Actual usage is"
+        _first(profile, "non_torch_gib", m[3])
+        weight, peak, graphs = m[1], m[2], m[4]
+    elif m := _ACTUAL_CONSUMED.search(line):
+        _first(profile, "total_consumed_gib", m[1])
+        weight, peak, graphs = "", m[2], m[3]
+    else:
+        return found
+    if profile.summary_peak_gib is None:
+        profile.summary_peak_has_graphs = not weight
+    _first(profile, "summary_peak_gib", peak)
+    _first(profile, "summary_graph_gib", graphs)
+    return True
+
+
 def _parse_budget(line: str, profile: MemoryProfile) -> bool:
+    if "Free memory on device" in line:
+        return _parse_summary(line, profile)
     if m := _V0_USABLE.search(line):
         _first(profile, "total_gpu_gib", m[1])
         _first(profile, "utilization", m[2])

@@ -128,3 +128,72 @@ def test_a_v0_log_shows_its_profiled_kv_memory_as_the_logged_figure():
     got = explain_log(load_config(CONFIG), log)
     assert got.comparisons[0].logged == "3.81 GiB"
     assert got.memory_gib == 3.81
+
+
+#: vLLM 0.31.0's summary (v1/worker/gpu_worker.py; the model runner V2's "Model loading took"
+#: from v1/worker/gpu/model_runner.py), as a published start-up of Llama-3.1-8B-Instruct under
+#: `vllm serve` on an A100 80GB printed it (no other flag).
+A100_0_31 = "\n".join(
+    "(EngineCore pid=326) INFO 10-06 17:00:11 [x.py:1] " + text
+    for text in (
+        "Model loading took 15.0 GiB memory and 5.420225 seconds",
+        "Available KV cache memory: 56.21 GiB",
+        "Free memory on device (78.84/79.25 GiB) on startup. Desired GPU memory utilization "
+        "is (0.92, 72.91 GiB). Actual usage is 15.26 GiB for consumed memory (weights + "
+        "non-torch), 1.44 GiB for peak activation, and 0.23 GiB for CUDAGraph memory.",
+    )
+)
+
+
+def test_the_summary_of_0_27_and_later_sets_the_peak_with_graphs_beside_mmclis():
+    """From vLLM 0.27 the summary's peak activation holds the CUDA-graph estimate taken off the
+    KV memory (gpu_worker.py ``peak_activation_memory``; the V2 runner prints no "Estimated
+    CUDA graph memory"), so it is set beside mmcli's activation + graphs; the consumed memory
+    less the weights is the non-torch memory; the total and utilization are the log's. The
+    card is named (--gpu A100-80GB) for serve's batch defaults: an A100 takes 2048 tokens."""
+    _, doc = load_document(CONFIG)
+    got = compare_memory(parse_vllm_log(A100_0_31), doc, rules_for("0.31.0"), "A100-80GB")
+    assert got is not None and not got.missing
+    assert got.inputs["gpu_total_gib"] == (79.25, "log")
+    assert got.inputs["gpu_memory_utilization"] == (0.92, "log")
+    by = rows(got)
+    both = by["activation peak + CUDA-graph estimate"]
+    assert both.logged_gib == 1.44
+    graphs = by["CUDA graphs"]
+    assert (graphs.logged_gib, graphs.logged_from) == (0.23, "CUDAGraph memory (captured)")
+    activation = c.activation_peak(c.geometry(doc), 2048, 256, 1).bytes / 2**30
+    assert both.estimate_gib == round(round(activation, 2) + graphs.estimate_gib, 2)
+    non_torch = by["non-torch memory"]
+    assert (non_torch.logged_gib, non_torch.logged_from) == (0.26, "consumed memory − weights")
+    # The KV estimate on the log's own total, utilization and weights: within 0.1 GiB.
+    kv = by["KV cache"]
+    assert kv.logged_gib == 56.21 and abs(kv.difference_gib) <= 0.1
+    assert any("in the log's peak activation" in note for note in got.notes)
+
+
+def test_with_the_estimate_printed_the_peak_is_the_summary_less_it():
+    _, doc = load_document(CONFIG)
+    line = "(EngineCore pid=326) INFO 10-06 17:00:11 [x.py:1] "
+    text = A100_0_31 + "\n" + line + "Estimated CUDA graph memory: 1.1 GiB total"
+    got = compare_memory(parse_vllm_log(text), doc, rules_for("0.31.0"), "A100-80GB")
+    assert got is not None
+    row = rows(got)["activation peak"]
+    assert (row.logged_gib, row.logged_from) == (0.34, "peak activation − CUDA-graph estimate")
+    assert rows(got)["CUDA graphs"].logged_gib == 1.1
+
+
+def test_before_0_27_the_summary_peak_is_the_activation():
+    """tests/kv/gpu_logs/v1-mm-rtx4080-qwen2vl2b.log (vLLM 0.10.2) prints the summary at INFO:
+    4.15 GiB for weight, 2.65 GiB for peak activation, 0.02 GiB for non-torch memory, 4.06 GiB
+    for CUDAGraph memory, on a 15.99 GiB device."""
+    log = read_vllm_log(LOGS / "v1-mm-rtx4080-qwen2vl2b.log")
+    _, doc = load_document(CONFIG)
+    got = compare_memory(log, doc, rules_for("0.10.2"), None)
+    assert got is not None
+    by = rows(got)
+    assert (by["activation peak"].logged_gib, by["activation peak"].logged_from) == (
+        2.65,
+        "peak activation",
+    )
+    assert by["non-torch memory"].logged_gib == 0.02
+    assert got.inputs["gpu_total_gib"] == (15.99, "log")
