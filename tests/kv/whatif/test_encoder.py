@@ -280,15 +280,13 @@ def test_a_text_only_config_has_no_encoder_profile() -> None:
     assert "encoder profile" not in [p.name for p in _estimate(TEXT_ONLY).components]
 
 
-#: The published logs whose model's family is mirrored (tests/kv/gpu_logs/cases.json), by the
-#: model_type of the architecture the log serves.
+#: The published logs whose model's family is mirrored (tests/kv/gpu_logs/cases.json, and
+#: pending/cases.json there), by the model_type of the architecture the log serves.
 _LOGGED_FAMILIES = {
     "Qwen/Qwen2.5-VL-32B-Instruct": "qwen2_5_vl",
     "Qwen/Qwen2-VL-2B-Instruct": "qwen2_vl",
     "Qwen/Qwen3-VL-30B-A3B-Instruct": "qwen3_vl_moe",
 }
-#: Qwen3-VL's image and video processor files (tests/kv/whatif/models/PROVENANCE.md).
-QWEN3VL = "tests/kv/whatif/models/qwen3_vl"
 
 
 @pytest.mark.parametrize("model", sorted(_LOGGED_FAMILIES))
@@ -300,19 +298,24 @@ def test_the_dummy_batch_is_the_one_the_log_names(model: str) -> None:
     patch / merge / temporal sizes (14 / 2 / 2, both families' vision configs); the tower's
     other figures do not enter them (the 7B's stand in). Qwen3-VL's come from the 30B's own
     config (patch 16, merge 2, temporal 2) and the Qwen3-VL image / video processor files
-    (longest_edge 16,777,216 / 25,165,824)."""
+    (longest_edge 16,777,216 / 25,165,824) of its model folder (tests/kv/gpu_logs/pending)."""
     import json
     from pathlib import Path
 
     from mmcli.kv.whatif.mm_dummy import dummy_batch
 
-    cases = json.loads(Path("tests/kv/gpu_logs/cases.json").read_text())["cases"]
+    logs = Path("tests/kv/gpu_logs")
+    cases = [
+        case | {"folder": folder}
+        for folder in (logs, logs / "pending")
+        for case in json.loads((folder / "cases.json").read_text())["cases"]
+    ]
     (case,) = [c for c in cases if c["model"] == model]
     folder, video = Path(QWEN25VL), None
     doc = json.loads((folder / "config.json").read_text())
     if _LOGGED_FAMILIES[model] == "qwen3_vl_moe":
-        doc = json.loads(Path("tests/kv/gpu_logs/configs", case["config"]).read_text())
-        folder = Path(QWEN3VL)
+        folder = case["folder"] / "configs" / case["config"]
+        doc = json.loads((folder / "config.json").read_text())
         video = json.loads((folder / "video_preprocessor_config.json").read_text())
     doc["model_type"] = _LOGGED_FAMILIES[model]
     if doc["model_type"] == "qwen2_vl":
