@@ -280,8 +280,8 @@ def test_a_text_only_config_has_no_encoder_profile() -> None:
     assert "encoder profile" not in [p.name for p in _estimate(TEXT_ONLY).components]
 
 
-#: The published logs whose model's family is mirrored (tests/kv/gpu_logs/cases.json, and
-#: pending/cases.json there), by the model_type of the architecture the log serves.
+#: The published logs whose model's family is mirrored (tests/kv/gpu_logs/cases.json), by the
+#: model_type of the architecture the log serves.
 _LOGGED_FAMILIES = {
     "Qwen/Qwen2.5-VL-32B-Instruct": "qwen2_5_vl",
     "Qwen/Qwen2-VL-2B-Instruct": "qwen2_vl",
@@ -298,7 +298,7 @@ def test_the_dummy_batch_is_the_one_the_log_names(model: str) -> None:
     patch / merge / temporal sizes (14 / 2 / 2, both families' vision configs); the tower's
     other figures do not enter them (the 7B's stand in). Qwen3-VL's come from the 30B's own
     config (patch 16, merge 2, temporal 2) and the Qwen3-VL image / video processor files
-    (longest_edge 16,777,216 / 25,165,824) of its model folder (tests/kv/gpu_logs/pending)."""
+    (longest_edge 16,777,216 / 25,165,824) of its model folder (tests/kv/gpu_logs/configs)."""
     import json
     from pathlib import Path
 
@@ -306,9 +306,7 @@ def test_the_dummy_batch_is_the_one_the_log_names(model: str) -> None:
 
     logs = Path("tests/kv/gpu_logs")
     cases = [
-        case | {"folder": folder}
-        for folder in (logs, logs / "pending")
-        for case in json.loads((folder / "cases.json").read_text())["cases"]
+        case | {"folder": logs} for case in json.loads((logs / "cases.json").read_text())["cases"]
     ]
     (case,) = [c for c in cases if c["model"] == model]
     folder, video = Path(QWEN25VL), None
