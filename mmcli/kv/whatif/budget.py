@@ -205,6 +205,13 @@ def _components(
             f"{next(iter(geo.class_defaults.values()))} defaults, as vLLM reads the config"
         )
     peak = c.activation_peak(geo, tokens, seqs, tp)
+    if peak.inputs["sampler_bytes"] >= peak.inputs["forward_bytes"]:
+        notes.append(
+            f"the activation peak is the sampler's, FlashInfer's top-k / top-p over {seqs:,} × "
+            f"{geo.vocab:,} logits (vLLM's where FlashInfer runs on the GPU); without it, or with "
+            "VLLM_USE_FLASHINFER_SAMPLER=0, vLLM sorts them and holds several times more, "
+            "which this estimate does not model"
+        )
     encoder = encoder_parts(profile, rules, runner, (tokens, seqs, tp), geo, peak.bytes, notes)
     parts = (peak, *encoder, c.non_torch(tp), graphs)
     return parts, tuple(notes), peak.bytes + sum(e.bytes for e in encoder)

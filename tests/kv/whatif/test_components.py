@@ -78,6 +78,29 @@ def test_sampler_peak_by_hand() -> None:
     assert peak.bytes == 403_963_904
 
 
+def test_a_sampler_peak_says_it_is_flashinfers() -> None:
+    """Where the sampler sets the peak the plan says whose sampler it counted: FlashInfer's,
+    which vLLM takes where it runs on the GPU (0.34.0 v1/sample/ops/topk_topp_sampler.py
+    ``flashinfer_sampler_supported``: "Assumes flashinfer is installed, as guaranteed by
+    ``requirements/cuda.txt``"; ``VLLM_USE_FLASHINFER_SAMPLER=0`` turns it off), and that the
+    sorting fallback (``apply_top_k_top_p``) is not modelled. An H100 takes serve's 1,024
+    sequences (0.13.0 engine/arg_utils.py ``get_batch_defaults``)."""
+    model = "tests/kv/gpu_logs/configs/Qwen--Qwen2-7B-Instruct.printed.json"
+    estimate = plan_run(PlanRequest(model, gpu="H100", weights="15GiB")).estimate
+    assert estimate is not None
+    peak = estimate.components[0]
+    assert peak.inputs["sampler"] == "flashinfer"
+    assert peak.inputs["sampler_bytes"] > peak.inputs["forward_bytes"]
+    (note,) = [n for n in estimate.notes if "sampler's" in n]
+    assert "1,024 × 152,064 logits" in note and "VLLM_USE_FLASHINFER_SAMPLER=0" in note
+    # A forward that outweighs the sampler (8,192 tokens over 256 rows) gets no such note.
+    forward = plan_run(
+        PlanRequest(model, gpu="H100", weights="15GiB", max_num_seqs=8, max_model_len=8192)
+    ).estimate
+    assert forward is not None
+    assert not [n for n in forward.notes if "sampler's" in n]
+
+
 def test_batch_defaults_by_gpu_name() -> None:
     """vLLM 0.10.1 engine/arg_utils.py _set_default_args_v1: a device of at least 70 GiB that
     is not an A100 gets max_num_batched_tokens 8192 (serve) / 16384 (LLM class) and
