@@ -200,7 +200,11 @@ def activation_peak(geo: Geometry, tokens: int, seqs: int, tp: int = 1) -> Compo
     qkv = (geo.heads + 2 * geo.kv_heads) * geo.head_dim
     forward = tokens * (2 * geo.hidden + (qkv + mlp) // tp) * d
     sampler = seqs * geo.vocab * (d + 4 * SAMPLER_FP32_COPIES) + tokens * geo.hidden * d
-    inputs = {"max_num_batched_tokens": tokens, "max_num_seqs": seqs, "tensor_parallel_size": tp}
+    inputs: dict[str, Any] = {
+        "max_num_batched_tokens": tokens,
+        "max_num_seqs": seqs,
+        "tensor_parallel_size": tp,
+    }
     inputs |= geo.to_json() | {"forward_bytes": forward, "sampler_bytes": sampler}
     inputs["sampler"] = "flashinfer"
     return Component(
