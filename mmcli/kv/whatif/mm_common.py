@@ -31,6 +31,11 @@ class Tower:
     out_hidden: int
 
 
+#: What a family's reading of a config gives, by modality: tokens an item, (tower, patches) an
+#: item and encoder output rows an item.
+FamilyItems = tuple[dict[str, int], dict[str, tuple[Tower, int]], dict[str, int]]
+
+
 def processor_edges(section: dict[str, Any] | None, what: str) -> tuple[int, int]:
     """The ``size`` ``shortest_edge`` and ``longest_edge`` pixels of the ``what`` ("image" or
     "video") processor's settings file (refused where the file or its size is missing)."""

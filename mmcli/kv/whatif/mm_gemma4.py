@@ -28,7 +28,13 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, Final
 
-from mmcli.kv.whatif.mm_common import NotMirrored, Tower, num, vision_section, vision_tower
+from mmcli.kv.whatif.mm_common import (
+    FamilyItems,
+    NotMirrored,
+    num,
+    vision_section,
+    vision_tower,
+)
 
 if TYPE_CHECKING:
     from mmcli.kv.releases import EngineRules
@@ -73,7 +79,7 @@ def gemma4(
     text_hidden: int,
     limits: dict[str, int],
     default_limit: int,
-) -> tuple[dict[str, int], dict[str, tuple[Tower, int]], dict[str, int]]:
+) -> FamilyItems:
     """Tokens an item, (tower, patches) an item and encoder output rows an item."""
     if rules.gemma4_image_tokens == "unserved":
         raise NotMirrored(f"vLLM {rules.release} has no Gemma 4 multimodal model (gemma4_mm.py)")

@@ -40,7 +40,14 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, Final
 
-from mmcli.kv.whatif.mm_common import NotMirrored, Tower, num, processor_edges, vision_section
+from mmcli.kv.whatif.mm_common import (
+    FamilyItems,
+    NotMirrored,
+    Tower,
+    num,
+    processor_edges,
+    vision_section,
+)
 
 if TYPE_CHECKING:
     from mmcli.kv.releases import EngineRules
@@ -87,7 +94,7 @@ def glm4v(
     default_limit: int,
     video_processor: dict[str, Any] | None = None,
     max_model_len: int | None = None,
-) -> tuple[dict[str, int], dict[str, tuple[Tower, int]], dict[str, int]]:
+) -> FamilyItems:
     """Tokens an item, (tower, patches) an item and encoder output rows an item."""
     if rules.glm4v_image not in ("frames-16", "processor"):
         raise NotMirrored("GLM-4.1V's dummy image of this release is not mirrored")

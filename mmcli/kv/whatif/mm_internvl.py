@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
-from mmcli.kv.whatif.mm_common import NotMirrored, Tower, num, vision_tower
+from mmcli.kv.whatif.mm_common import FamilyItems, NotMirrored, num, vision_tower
 
 if TYPE_CHECKING:
     from mmcli.kv.releases import EngineRules
@@ -66,7 +66,7 @@ def internvl_chat(
     default_limit: int,
     lengths: tuple[int | None, int] = (None, 0),
     tokenizer: frozenset[str] | None = None,
-) -> tuple[dict[str, int], dict[str, tuple[Tower, int]], dict[str, int]]:
+) -> FamilyItems:
     """Tokens an item, (tower, patches) an item and encoder output rows an item; ``lengths``:
     max_model_len and max_num_batched_tokens; ``tokenizer``: the video tokens the tokenizer
     has (:func:`video_tokens`; None: not read)."""

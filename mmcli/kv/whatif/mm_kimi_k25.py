@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, Final
 
-from mmcli.kv.whatif.mm_common import NotMirrored, Tower, num, vision_section
+from mmcli.kv.whatif.mm_common import FamilyItems, NotMirrored, Tower, num, vision_section
 
 if TYPE_CHECKING:
     from mmcli.kv.releases import EngineRules
@@ -49,7 +49,7 @@ def kimi_k25(
     processor: dict[str, Any] | None,
     kwargs: dict[str, Any],
     limits: dict[str, int],
-) -> tuple[dict[str, int], dict[str, tuple[Tower, int]], dict[str, int]]:
+) -> FamilyItems:
     """Tokens an item, (tower, patches) an item and encoder output rows an item."""
     if rules.kimi_k25_dummy != "image-or-chunk":
         raise NotMirrored(f"vLLM {rules.release} does not serve Kimi K2.5 (kimi_k25)")

@@ -26,7 +26,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from mmcli.kv.whatif.mm_common import NotMirrored, Tower, num, vision_section, vision_tower
+from mmcli.kv.whatif.mm_common import (
+    FamilyItems,
+    NotMirrored,
+    num,
+    vision_section,
+    vision_tower,
+)
 
 if TYPE_CHECKING:
     from mmcli.kv.releases import EngineRules
@@ -38,7 +44,7 @@ def llama4(
     processor: dict[str, Any] | None,
     kwargs: dict[str, Any],
     text_hidden: int,
-) -> tuple[dict[str, int], dict[str, tuple[Tower, int]], dict[str, int]]:
+) -> FamilyItems:
     """Tokens an item, (tower, patches) an item and encoder output rows an item."""
     vision = vision_section(doc)
     if kwargs:

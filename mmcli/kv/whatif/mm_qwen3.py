@@ -30,6 +30,7 @@ import math
 from typing import TYPE_CHECKING, Any, Final
 
 from mmcli.kv.whatif.mm_common import (
+    FamilyItems,
     NotMirrored,
     Tower,
     image_shape,
@@ -75,7 +76,7 @@ def qwen3_vl(
     processor: dict[str, Any] | None,
     video_processor: dict[str, Any] | None,
     default_limit: int,
-) -> tuple[dict[str, int], dict[str, tuple[Tower, int]], dict[str, int]]:
+) -> FamilyItems:
     """Tokens an item, (tower, patches) an item and encoder output rows an item, by modality."""
     rule = rules.qwen3_vl_video
     if rule not in _TOKEN_FACTOR:
