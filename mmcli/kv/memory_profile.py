@@ -223,8 +223,9 @@ def _activation_row(p: MemoryProfile, activation: float | None, graphs: float | 
 
 def _non_torch_row(p: MemoryProfile, estimate: float) -> MemoryRow:
     """Non-torch memory: printed, or from 0.27 the summary's consumed memory less the weights."""
-    if p.non_torch_gib is None and None not in (p.total_consumed_gib, p.weights_gib):
-        logged = round(float(p.total_consumed_gib or 0) - float(p.weights_gib or 0), 2)
+    consumed, weights = p.total_consumed_gib, p.weights_gib
+    if p.non_torch_gib is None and consumed is not None and weights is not None:
+        logged = round(consumed - weights, 2)
         return MemoryRow("non-torch memory", logged, estimate, "consumed memory − weights")
     return MemoryRow("non-torch memory", p.non_torch_gib, estimate, "non-torch")
 

@@ -203,14 +203,14 @@ def _parse_summary(line: str, profile: MemoryProfile) -> bool:
         if profile.weights_gib is None:
             profile.weights_gib, profile.weights_line = float(m[1]), "Actual usage is"
         _first(profile, "non_torch_gib", m[3])
-        weight, peak, graphs = m[1], m[2], m[4]
+        peak, graphs, has_graphs = m[2], m[4], False
     elif m := _ACTUAL_CONSUMED.search(line):
         _first(profile, "total_consumed_gib", m[1])
-        weight, peak, graphs = "", m[2], m[3]
+        peak, graphs, has_graphs = m[2], m[3], True
     else:
         return found
     if profile.summary_peak_gib is None:
-        profile.summary_peak_has_graphs = not weight
+        profile.summary_peak_has_graphs = has_graphs
     _first(profile, "summary_peak_gib", peak)
     _first(profile, "summary_graph_gib", graphs)
     return True

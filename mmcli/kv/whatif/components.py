@@ -205,8 +205,11 @@ def activation_peak(geo: Geometry, tokens: int, seqs: int, tp: int = 1) -> Compo
         "max_num_seqs": seqs,
         "tensor_parallel_size": tp,
     }
-    inputs |= geo.to_json() | {"forward_bytes": forward, "sampler_bytes": sampler}
-    inputs["sampler"] = "flashinfer"
+    inputs |= geo.to_json() | {
+        "forward_bytes": forward,
+        "sampler_bytes": sampler,
+        "sampler": "flashinfer",
+    }
     return Component(
         "activation peak",
         max(forward, sampler),
