@@ -134,8 +134,15 @@ def compare_memory(
     geo = c.geometry(doc) if doc else None
     if geo is None:
         missing.append("the config's geometry (hidden, intermediate and vocab sizes)")
+    sampler: tuple[tuple[str, ...], int] = (("flashinfer",), 0)
+    if total is not None and seqs is not None:
+        sampler = _sampler(
+            rules, gpu, total, seqs, p.flashinfer_sampler, default_runner(doc or {}, rules)
+        )
+        source = "log" if p.flashinfer_sampler is not None else "the release's default"
+        inputs["sampler"] = (" then ".join(sampler[0]), source)
     activation = (
-        _gib(c.activation_peak(geo, tokens, seqs, tp).bytes)
+        _gib(c.activation_peak(geo, tokens, seqs, tp, *sampler).bytes)
         if geo is not None and tokens is not None and seqs is not None
         else None
     )
@@ -144,7 +151,7 @@ def compare_memory(
     notes: list[str] = []
     encoder = None
     if geo is not None and tokens is not None and seqs is not None:
-        peak = c.activation_peak(geo, tokens, seqs, tp).bytes
+        peak = c.activation_peak(geo, tokens, seqs, tp, *sampler).bytes
         encoder = _encoder(log, doc, rules, runner, (tokens, seqs, tp), geo, peak, side_file, notes)
     inputs["model_runner"] = (runner, "the release's default for the config")
     graphs = (
@@ -196,6 +203,25 @@ def compare_memory(
             "plan --gpu"
         )
     return MemoryComparison(rows, inputs, missing, notes)
+
+
+def _sampler(
+    rules: EngineRules,
+    gpu: str | None,
+    total: int,
+    seqs: int,
+    flashinfer: bool | None,
+    runner: str,
+) -> tuple[tuple[str, ...], int]:
+    """The samplers the profile ran (the log's sampler line, else the release's default) and
+    the GPU's SM count (0: a total alone)."""
+    from mmcli.kv.whatif.gpu_table import ARCH, GPU
+    from mmcli.kv.whatif.gpus import resolve_gpu
+    from mmcli.kv.whatif.sampler import sampler_path
+
+    device = resolve_gpu(gpu) if gpu is not None else GPU("the log's GPU", "log", total, "log")
+    path = sampler_path(rules, device, seqs, flashinfer, runner)
+    return path.names, ARCH.get(device.name, (0, 0))[1]
 
 
 def _activation_row(p: MemoryProfile, activation: float | None, graphs: float | None) -> MemoryRow:

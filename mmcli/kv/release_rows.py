@@ -64,6 +64,9 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "dotted_o_cc": False,
             "default_block_size": 16,
             "default_gpu_memory_utilization": 0.9,
+            "flashinfer_sampler": "installed",
+            "native_top_k_top_p": "sort",
+            "v2_sampler": "copy",
             "extensible_kv_cache": False,
             "cudagraph_estimate_subtracted": False,
             "largest_batch_tier": False,
@@ -152,6 +155,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
         {
             "group_threshold": 1.25,
             "state_prefix_caching": "supported",
+            "flashinfer_sampler": "opt-in",
             "dotted_o_cc": True,
             "qwen_vl_vision_stage": "rotary-reshape-native-norm",
             "qwen3_vl_vision_stage": "rotary-reshape-model",
@@ -204,6 +208,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "qwen_vl_vision_stage": "rotary-copy-native-norm",
             "qwen3_vl_vision_stage": "rotary-copy-model",
             "glm4v_image": "processor",
+            "native_top_k_top_p": "triton",
         },
     ),
     ("0.18", {"group_threshold": 1.5, "dsa_fp8_backend": True, "dsa_block_forced": False}),
@@ -220,7 +225,10 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
         },
     ),
     ("0.20.1", {"tokens_from_concurrency": True}),
-    ("0.21", {"indexer_sharing": True, "gemma4_image_tokens": "kwargs"}),
+    (
+        "0.21",
+        {"indexer_sharing": True, "gemma4_image_tokens": "kwargs", "flashinfer_sampler": "default"},
+    ),
     (
         "0.22",
         {
@@ -238,7 +246,14 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "glm4v_video": "fit-budget",
         },
     ),
-    ("0.24", {"v2_runner_default": "listed", "v2_runner_architectures": (*_DENSE_24, *_MOE_24)}),
+    (
+        "0.24",
+        {
+            "v2_runner_default": "listed",
+            "v2_runner_architectures": (*_DENSE_24, *_MOE_24),
+            "flashinfer_sampler": "default-sm80",
+        },
+    ),
     ("0.25", {"v2_runner_default": "dense-or-listed", "v2_runner_architectures": _MOE_24}),
     (
         "0.26",
@@ -247,6 +262,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "hybrid_prefix_caching_default": True,
             "v2_runner_architectures": _V2_26,
             "glm4v_video": "most-budget",
+            "v2_sampler": "logits",
         },
     ),
     ("0.27", {"mla_hybrid_alignment": 128, "v2_runner_architectures": _V2_27}),
@@ -276,6 +292,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
         "0.30",
         {"yarn_scales_max_len": False, "mm_device_normalize": ("qwen2_vl", "qwen2_5_vl")},
     ),
+    ("0.31", {"flashinfer_sampler": "default-sm80-sms"}),
     (
         "0.32",
         {
@@ -285,7 +302,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "mm_device_normalize": DEVICE_NORMALIZE_032,
         },
     ),
-    ("0.33", {"gb10_small_tier": True}),
+    ("0.33", {"gb10_small_tier": True, "v2_sampler": "warmup"}),
     (
         NEWEST,
         {

@@ -118,6 +118,16 @@ class EngineRules:
     #: config/cache.py): 16, 64 from 0.34 (the attention backend keeps it when it supports it,
     #: ``get_preferred_block_size``; FlashMLA and FlashAttention do).
     default_block_size: int
+    #: The profile's sampler on CUDA (:mod:`mmcli.kv.whatif.sampler`): FlashInfer's when installed
+    #: ("installed"), with VLLM_USE_FLASHINFER_SAMPLER=1 ("opt-in", 0.12), unless it is 0
+    #: ("default", 0.21; "-sm80": capability 8.0+, 0.24; "-sms": over 16 SMs, 0.31).
+    flashinfer_sampler: str
+    #: vLLM's own top-k / top-p: a sort ("sort"), a Triton mask of 8+ rows from 0.17 ("triton").
+    native_top_k_top_p: str
+    #: The V2 runner's profile sampler: greedy rows, the float32 copy kept (``"copy"``, 0.22) or
+    #: not (``"logits"``, 0.26); from 0.33 a second call with every sampling parameter set
+    #: (``"warmup"``: FlashInfer's or vLLM's own top-k / top-p), v1/worker/gpu/model_runner.py.
+    v2_sampler: str
     #: ``--gpu-memory-utilization``'s default (config/cache.py): 0.9, 0.92 from 0.20, and from
     #: 0.34 1.0 under the extensible KV cache (``resolved_gpu_memory_utilization``).
     default_gpu_memory_utilization: float
@@ -216,18 +226,17 @@ class EngineRules:
     qwen3_vl_video: str
     #: Model Runner V2 profiles the multimodal encoder (``profile_encoder_cache``, from 0.29).
     v2_encoder_profile: bool
-    #: Qwen2.5-VL's vision block's peak a patch (qwen2_5_vl.py ``Qwen2_5_VisionAttention``):
-    #: q and k rotated one by one in float32 (``"rotary-each-fp32"``, 0.10), their cat
+    #: Qwen2.5-VL's vision block's peak a patch (qwen2_5_vl.py ``Qwen2_5_VisionAttention``): q and
+    #: k rotated one by one in float32 (``"rotary-each-fp32"``, 0.10), their cat
     #: (``"rotary-cat-fp32"``, 0.11) or a rearranged copy (``"rotary-reshape-fp32"``, 0.11.1)
-    #: rotated in float32; ``"rotary-reshape-native-norm"`` (0.12): the rearranged copy rotated
-    #: out of place in the model dtype, the attention stage's peak at the output projection,
-    #: the fused residual norm out of place (RMSNorm's native forward: inductor's default
-    #: custom_ops "none"; ``"rotary-reshape-model"`` under --enforce-eager);
-    #: ``"envelope"``: the generic per-patch envelope; ``"rotary-copy-native-norm"`` (0.17): a
-    #: contiguous copy of q/k rotated out of place in the model dtype, the attention stage's
-    #: peak at the output projection, the norm out of place as in 0.12 (from 0.21 the native IR
-    #: kernel, first under the default compiled mode); ``"rotary-copy-model"``: the same under
-    #: --enforce-eager (the in-place fused residual norm).
+    #: rotated in float32; ``"rotary-reshape-native-norm"`` (0.12): the rearranged copy rotated out
+    #: of place in the model dtype, the attention stage's peak at the output projection, the fused
+    #: residual norm out of place (RMSNorm's native forward: inductor's default custom_ops "none";
+    #: ``"rotary-reshape-model"`` under --enforce-eager); ``"envelope"``: the generic per-patch
+    #: envelope; ``"rotary-copy-native-norm"`` (0.17): a contiguous copy of q/k rotated out of
+    #: place in the model dtype, the attention stage's peak at the output projection, the norm out
+    #: of place as in 0.12 (from 0.21 the native IR kernel, first under the default compiled mode);
+    #: ``"rotary-copy-model"``: the same under --enforce-eager (the in-place fused residual norm).
     qwen_vl_vision_stage: str
     #: Gemma 3's SigLIP vision block: the generic per-patch envelope (``"envelope"``) or, from
     #: 0.13, the tallied block (``"siglip-qkv-views"``: q/k/v views of the qkv output into
@@ -270,10 +279,9 @@ class EngineRules:
     towers_unmarked: tuple[str, ...]
     #: ``--language-model-only`` (config/multimodal.py, from 0.17): every modality's limit 0.
     language_model_only_flag: bool
-    #: InternVL's dummy video (internvl.py ``get_video_token`` / ``ctx_video_token``): served for
-    #: a ``qwen2`` text model (``"qwen2"``) or, from 0.10.2, a ``qwen2``, ``qwen3``,
-    #: ``qwen3_moe`` or ``gpt_oss`` one (``"qwen2-qwen3-gpt-oss"``), if the tokenizer has the
-    #: video token.
+    #: InternVL's dummy video (internvl.py ``get_video_token`` / ``ctx_video_token``): served for a
+    #: ``qwen2`` text model (``"qwen2"``) or, from 0.10.2, a ``qwen2``, ``qwen3``, ``qwen3_moe`` or
+    #: ``gpt_oss`` one (``"qwen2-qwen3-gpt-oss"``), if the tokenizer has the video token.
     internvl_video_text: str
     #: LLaVA-OneVision's dummy video (llava_onevision.py ``get_num_frames_with_most_features``):
     #: the frames that fit max_model_len less one image when images are on (``"less-image"``)
@@ -303,14 +311,9 @@ PIPELINE_FIELDS: Final = frozenset({"pp_global_groups", "pp_whole_model_check", 
 
 #: The rules that matter only for DeepSeek sparse attention (a config with an indexer).
 DSA_FIELDS: Final = frozenset(
-    {
-        "dsa_auto_ds_mla",
-        "dsa_fp8_hook",
-        "dsa_fp8_backend",
-        "dsa_block_forced",
-        "dsa_glm_blackwell_fp8",
-    }
-)
+    {"dsa_auto_ds_mla", "dsa_fp8_hook", "dsa_fp8_backend", "dsa_block_forced",
+     "dsa_glm_blackwell_fp8"}
+)  # fmt: skip
 
 #: The rules that change only how the command line is read, not any plan.
 CLI_FIELDS: Final = frozenset({"max_len_tera", "max_len_auto", "dotted_o_cc"})
@@ -319,13 +322,10 @@ CLI_FIELDS: Final = frozenset({"max_len_tera", "max_len_auto", "dotted_o_cc"})
 ENCODER_FIELDS: Final = frozenset(
     {"mm_items_per_prompt", "qwen_vl_video", "qwen_vl_image", "mm_tie_later_name",
      "v2_encoder_profile", "qwen_vl_vision_stage", "siglip_vision_stage", "qwen3_vl_video",
-     "qwen3_vl_vision_stage",
-     "mm_dummy_tokens", "mistral3_image_size", "gemma4_image_tokens", "kimi_k25_dummy",
-     "mm_device_normalize", "skip_unused_towers", "towers_unmarked",
-     "language_model_only_flag",
-     "internvl_video_text", "llava_ov_video", "glm4v_image",
-     "mm_encoded_item_len",
-     "glm4v_video"}
+     "qwen3_vl_vision_stage", "mm_dummy_tokens", "mistral3_image_size", "gemma4_image_tokens",
+     "kimi_k25_dummy", "mm_device_normalize", "skip_unused_towers", "towers_unmarked",
+     "language_model_only_flag", "internvl_video_text", "llava_ov_video", "glm4v_image",
+     "mm_encoded_item_len", "glm4v_video"}
 )  # fmt: skip
 
 _VERSION = re.compile(r"^v?(\d{1,4})\.(\d{1,4})(?:\.(\d{1,4}))?(?:[.+-]?[0-9A-Za-z.+-]*)?$")

@@ -89,6 +89,9 @@ class PlanRequest:
     #: vLLM's ``--speculative-config`` JSON (text or a dict), instead of mtp / the token count.
     speculative_config: str | dict[str, Any] | None = None
     enforce_eager: bool = False
+    #: ``VLLM_USE_FLASHINFER_SAMPLER`` (None: unset; False also for FlashInfer not installed):
+    #: the sampler of the ``--gpu`` estimate's profile (:mod:`mmcli.kv.whatif.sampler`).
+    flashinfer_sampler: bool | None = None
     #: vLLM's ``--skip-mm-profiling``: the profile run leaves out the multimodal encoder.
     skip_mm_profiling: bool = False
     #: vLLM's ``--limit-mm-per-prompt`` (JSON text or a dict, ``{"image": 2, "video": 0}``):
@@ -188,6 +191,7 @@ class PlanRequest:
             "--mtp": mtp,
             "--speculative-config": text,
             "--enforce-eager": self.enforce_eager,
+            "--flashinfer-sampler": self.flashinfer_sampler is not None,
             "--skip-mm-profiling": self.skip_mm_profiling,
             "--limit-mm-per-prompt": self.limit_mm_per_prompt,
             "--mm-processor-kwargs": self.mm_processor_kwargs,

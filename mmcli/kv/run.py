@@ -240,6 +240,7 @@ def plan_run(request: PlanRequest, *, inputs_read: Callable[[], None] | None = N
         request.entry,
         request.skip_mm_profiling,
         mm,
+        request.flashinfer_sampler,
     )
 
     def budget(

@@ -177,6 +177,9 @@ FIELD_WORDS: dict[str, str] = {
     "llava_ov_video": r"LLaVA-OneVision's dummy video",
     "glm4v_image": r"GLM-4\.1V's dummy image",
     "glm4v_video": r"GLM-4\.1V's dummy video",
+    "flashinfer_sampler": r"FlashInfer's top-k / top-p sampler",
+    "native_top_k_top_p": r"vLLM's own top-k / top-p",
+    "v2_sampler": r"V2 runner's profile sampler",
 }
 
 

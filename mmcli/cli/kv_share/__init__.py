@@ -263,15 +263,9 @@ def plan(
     speculative_config: vo.SpeculativeConfigOpt = None,
     enforce_eager: vo.EnforceEagerOpt = False,
     skip_mm_profiling: vo.SkipMmProfilingOpt = False,
+    flashinfer_sampler: vo.FlashinferSamplerOpt = None,
     max_num_seqs: vo.MaxNumSeqsOpt = None,
-    num_gpu_blocks_override: Annotated[
-        int | None,
-        typer.Option(
-            "--num-gpu-blocks-override",
-            help="Plan with this many KV blocks, whatever the memory (as vLLM's option).",
-            rich_help_panel=MEMORY,
-        ),
-    ] = None,
+    num_gpu_blocks_override: vo.BlocksOverrideOpt = None,
     strict: Annotated[
         bool,
         flag(

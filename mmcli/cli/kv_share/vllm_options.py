@@ -90,6 +90,27 @@ SkipMmProfilingOpt = Annotated[
         rich_help_panel=ENGINE,
     ),
 ]
+BlocksOverrideOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--num-gpu-blocks-override",
+        help="Plan with this many KV blocks, whatever the memory (as vLLM's option).",
+        rich_help_panel=MEMORY,
+    ),
+]
+FlashinferSamplerOpt = Annotated[
+    bool | None,
+    flag(
+        "--flashinfer-sampler/--no-flashinfer-sampler",
+        help="VLLM_USE_FLASHINFER_SAMPLER=1 / 0 (--no also for FlashInfer not installed): "
+        "which top-k / top-p sampler the --gpu estimate's profile runs, FlashInfer's or vLLM's "
+        "own (default: the release's, FlashInfer's where it is installed; only with =1 from "
+        f"{first_release('flashinfer_sampler', 'opt-in')}, unless =0 from "
+        f"{first_release('flashinfer_sampler', 'default')}).",
+        show_default=False,
+        rich_help_panel=ENGINE,
+    ),
+]
 
 ChunkedHybridOpt = Annotated[
     bool | None,

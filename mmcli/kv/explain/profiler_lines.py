@@ -11,6 +11,10 @@ The wordings read, each release's own (the tests cite file and release):
 * V1's profiling result (at DEBUG): "Memory profiling takes N seconds. Total non KV cache
   memory: …; torch peak memory increase: …; non-torch forward increase memory: …" (or, later,
   "total consumed (from mem_get_info): …"), and "Requested memory: U (util), X GiB";
+* the sampler: "Using FlashInfer for top-p & top-k sampling", or vLLM's own: "… Falling back to
+  the PyTorch-native implementation of top-p & top-k sampling …" (0.10 – 0.11), "FlashInfer
+  top-p/top-k sampling disabled via VLLM_USE_FLASHINFER_SAMPLER=0", "… not supported on compute
+  capability …" (0.21), "FlashInfer top-p/top-k sampling unavailable: …" (0.23 – 0.34);
 * the encoder profile's dummy batch, "Encoder cache will be initialized with a budget of N
   tokens, and profiled with K <modality> items of the maximum feature size." (V1, 0.10.0 –
   0.34.0), or "Skipping memory profiling for multimodal encoder and encoder cache.";
@@ -71,6 +75,15 @@ _ACTUAL_CONSUMED = re.compile(
     rf"Actual usage is {FLOAT} ?GiB for consumed memory \(weights \+ non-torch\), {FLOAT} ?GiB "
     rf"for peak activation, and {FLOAT} ?GiB for CUDAGraph memory"
 )
+#: The sampler's lines (v1/sample/ops/topk_topp_sampler.py): FlashInfer's, or vLLM's own where
+#: FlashInfer is missing, not enabled (0.10 – 0.11), turned off, or unsupported (0.21 – 0.34).
+_FLASHINFER_SAMPLER: Final = "Using FlashInfer for top-p & top-k sampling"
+_OWN_SAMPLER: Final = (
+    "Falling back to the PyTorch-native implementation of top-p & top-k sampling",
+    "FlashInfer top-p/top-k sampling disabled via VLLM_USE_FLASHINFER_SAMPLER=0",
+    "FlashInfer top-p/top-k sampling not supported on compute capability",
+    "FlashInfer top-p/top-k sampling unavailable:",
+)
 _WARMUP = re.compile(
     rf"Memory after warmup: {FLOAT} GiB free, {FLOAT} GiB committed to the KV cache, "
     rf"{FLOAT} GiB kept for transient activations"
@@ -114,6 +127,8 @@ class MemoryProfile:
     encoder_modality: str | None = None
     #: The profile run left the multimodal encoder out (``--skip-mm-profiling``).
     encoder_skipped: bool | None = None
+    #: The sampler line: FlashInfer's top-k / top-p (True) or vLLM's own (False).
+    flashinfer_sampler: bool | None = None
 
     def any(self) -> bool:
         return any(v is not None for v in asdict(self).values())
@@ -248,9 +263,19 @@ def _parse_budget(line: str, profile: MemoryProfile) -> bool:
     if _ENCODER_SKIPPED in line:
         profile.encoder_skipped = True
         return True
+    if "top-p" in line and (sampler := _sampler(line)) is not None:
+        if profile.flashinfer_sampler is None:
+            profile.flashinfer_sampler = sampler
+        return True
     if m := _WARMUP.search(line):
         _first(profile, "warmup_free_gib", m[1])
         _first(profile, "warmup_committed_gib", m[2])
         _first(profile, "warmup_transient_gib", m[3])
         return True
     return False
+
+
+def _sampler(line: str) -> bool | None:
+    if _FLASHINFER_SAMPLER in line:
+        return True
+    return False if any(words in line for words in _OWN_SAMPLER) else None

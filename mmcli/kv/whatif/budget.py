@@ -41,6 +41,11 @@ def gpu_budget(
             raise InputError(
                 "--weights and --reserve need --gpu", hint="e.g. --gpu H100 --weights 16GiB"
             )
+        if profile is not None and profile.flashinfer_sampler is not None:
+            raise InputError(
+                "--flashinfer-sampler / --no-flashinfer-sampler need --gpu",
+                hint="the sampler shapes only the --gpu estimate's activation peak",
+            )
         if utilization is not None:  # it shapes only the --gpu estimate
             raise InputError(
                 "--gpu-memory-utilization needs --gpu",
@@ -146,6 +151,9 @@ class Profile:
     skip_mm_profiling: bool = False
     #: What the encoder profile's dummy batch depends on (max_model_len, limits, processor).
     mm: MmSettings = field(default_factory=MmSettings)
+    #: ``VLLM_USE_FLASHINFER_SAMPLER`` (None: unset; False also stands for FlashInfer not
+    #: installed): which sampler the profile runs (:mod:`mmcli.kv.whatif.sampler`).
+    flashinfer_sampler: bool | None = None
 
 
 def _components(
@@ -153,12 +161,14 @@ def _components(
 ) -> tuple[tuple[Component, ...], tuple[str, ...], int | None]:
     """The named figures held back (empty: the flat reserve), notes, and the transient peak."""
     from mmcli.kv.whatif import components as c
+    from mmcli.kv.whatif.gpu_table import ARCH
     from mmcli.kv.whatif.gpus import (
         default_max_num_batched_tokens,
         default_max_num_seqs,
         resolve_gpu,
     )
     from mmcli.kv.whatif.runner import default_runner, graph_term_subtracted
+    from mmcli.kv.whatif.sampler import sampler_note, sampler_path
 
     if profile is None:
         return (), (), None
@@ -204,14 +214,10 @@ def _components(
             f"the config lacks {', '.join(geo.class_defaults)}: {named} from transformers' "
             f"{next(iter(geo.class_defaults.values()))} defaults, as vLLM reads the config"
         )
-    peak = c.activation_peak(geo, tokens, seqs, tp)
+    path = sampler_path(rules, device, seqs, profile.flashinfer_sampler, runner)
+    peak = c.activation_peak(geo, tokens, seqs, tp, path.names, ARCH.get(device.name, (0, 0))[1])
     if peak.inputs["sampler_bytes"] >= peak.inputs["forward_bytes"]:
-        notes.append(
-            f"the activation peak is the sampler's, FlashInfer's top-k / top-p over {seqs:,} × "
-            f"{geo.vocab:,} logits (vLLM's where FlashInfer runs on the GPU); without it, or with "
-            "VLLM_USE_FLASHINFER_SAMPLER=0, vLLM sorts them and holds several times more, "
-            "which this estimate does not model"
-        )
+        notes.append(sampler_note(path, seqs, geo.vocab))
     encoder = encoder_parts(profile, rules, runner, (tokens, seqs, tp), geo, peak.bytes, notes)
     parts = (peak, *encoder, c.non_torch(tp), graphs)
     return parts, tuple(notes), peak.bytes + sum(e.bytes for e in encoder)

@@ -35,15 +35,6 @@ NON_TORCH_TP_TOTAL_BYTES: Final = int(0.34 * GIB)
 #: One captured CUDA graph: "PIECEWISE=16 (largest=16)" then "Estimated CUDA graph memory:
 #: 0.36 GiB total" (https://github.com/gpustack/runner/pull/251), 0.36 GiB ÷ 16.
 GRAPH_BYTES: Final = int(0.36 * GIB / 16)
-#: The fp32 copies of the max_num_seqs × vocab logits live at the sampler's peak, beside the
-#: logits in the model dtype that ``compute_logits`` returns (``_dummy_sampler_run``,
-#: v1/worker/gpu_model_runner.py, 0.10.1: top_k vocab − 1 and top_p 0.9, so top-k/top-p
-#: sampling runs): ``Sampler.forward`` casts the logits to float32 (v1/sample/sampler.py; the
-#: temperature divides in place) and, where FlashInfer is present (the default,
-#: v1/sample/ops/topk_topp_sampler.py ``forward_cuda``), sampling takes the probabilities of
-#: them, one more fp32 copy. The PyTorch-native path (no FlashInfer) sorts the logits (fp32
-#: values and int64 indices) and holds more; the logs do not say which ran.
-SAMPLER_FP32_COPIES: Final = 2
 
 
 @dataclass(frozen=True)
@@ -185,21 +176,33 @@ def _geometry(
     )
 
 
-def activation_peak(geo: Geometry, tokens: int, seqs: int, tp: int = 1) -> Component:
+def activation_peak(
+    geo: Geometry,
+    tokens: int,
+    seqs: int,
+    tp: int = 1,
+    sampler: tuple[str, ...] = ("flashinfer",),
+    sms: int = 0,
+) -> Component:
     """The torch peak of the profile run: the larger of the forward's and the sampler's.
 
     Forward (``_dummy_run`` of ``tokens``): the residual and the normed hidden states
     (2·H), q/k/v ((heads + 2·kv_heads)·head_dim ÷ tp) and the MLP's gate/up output with its
     activation (3·I ÷ tp; for MoE the routed tokens × topk through the fused-MoE workspaces,
     3·topk·I_moe ÷ tp), each ``tokens`` × dtype bytes. Sampler (``_dummy_sampler_run``):
-    ``seqs`` × vocab logits in the model dtype plus their fp32 copies, beside the forward's
-    hidden states.
+    ``seqs`` × vocab logits in the model dtype and what the ``sampler`` run (``"flashinfer"``,
+    ``"sort"`` or ``"triton"``, one after the other: :mod:`mmcli.kv.whatif.sampler`; ``sms``:
+    the GPU's SM count) holds beside them at the larger peak, beside the forward's hidden
+    states.
     """
+    from mmcli.kv.whatif.sampler import sampler_bytes
+
     d = geo.dtype_bytes
     mlp = 3 * (geo.topk * geo.moe_intermediate if geo.topk else geo.intermediate)
     qkv = (geo.heads + 2 * geo.kv_heads) * geo.head_dim
     forward = tokens * (2 * geo.hidden + (qkv + mlp) // tp) * d
-    sampler = seqs * geo.vocab * (d + 4 * SAMPLER_FP32_COPIES) + tokens * geo.hidden * d
+    held = max(sampler_bytes(name, seqs, geo.vocab, d, sms) for name in sampler)
+    sampled = held + tokens * geo.hidden * d
     inputs: dict[str, Any] = {
         "max_num_batched_tokens": tokens,
         "max_num_seqs": seqs,
@@ -207,12 +210,12 @@ def activation_peak(geo: Geometry, tokens: int, seqs: int, tp: int = 1) -> Compo
     }
     inputs |= geo.to_json() | {
         "forward_bytes": forward,
-        "sampler_bytes": sampler,
-        "sampler": "flashinfer",
+        "sampler_bytes": sampled,
+        "sampler": " then ".join(sampler),
     }
     return Component(
         "activation peak",
-        max(forward, sampler),
+        max(forward, sampled),
         inputs,
         "profile_run (v1/worker/gpu_model_runner.py): dummy forward of max_num_batched_tokens "
         "and sampler run over max_num_seqs",

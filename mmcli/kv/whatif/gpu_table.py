@@ -299,3 +299,20 @@ GPUS: Final[tuple[GPU, ...]] = (
         unified=True,
     ),
 )
+
+#: What vLLM's choice of sampler reads of the device (``current_platform``'s
+#: ``get_device_capability`` and ``num_compute_units``): each NVIDIA GPU's compute capability
+#: (NVIDIA's list, https://developer.nvidia.com/cuda-gpus) and SM count (NVIDIA's architecture
+#: whitepapers and datasheets); an AMD GPU runs ROCm, not CUDA (no capability), and its compute
+#: units (the MI250X's from its properties line above).
+ARCH: Final[dict[str, tuple[tuple[int, int] | None, int]]] = {
+    "H100": ((9, 0), 132), "H100-NVL": ((9, 0), 132), "H100-PCIe": ((9, 0), 114),
+    "H20": ((9, 0), 78), "H200": ((9, 0), 132), "A100-80GB": ((8, 0), 108),
+    "A100-40GB": ((8, 0), 108), "L40S": ((8, 9), 142), "L40": ((8, 9), 142), "A40": ((8, 6), 84),
+    "L4": ((8, 9), 58), "A10G": ((8, 6), 80), "A10": ((8, 6), 72), "RTX3090": ((8, 6), 82),
+    "RTX4090": ((8, 9), 128), "RTX5090": ((12, 0), 170), "B200": ((10, 0), 148),
+    "B300": ((10, 3), 160), "GB200": ((10, 0), 148), "GB300": ((10, 3), 160), "T4": ((7, 5), 40),
+    "V100-16GB": ((7, 0), 80), "V100-32GB": ((7, 0), 80), "RTX6000-Ada": ((8, 9), 142),
+    "RTX-PRO-6000": ((12, 0), 188), "RTX-A6000": ((8, 6), 84), "MI300X": (None, 304),
+    "MI325X": (None, 304), "MI355X": (None, 256), "MI250X": (None, 110), "GB10": ((12, 1), 48),
+}  # fmt: skip

@@ -33,9 +33,11 @@ def _run(**extra: object) -> object:
 def test_gemma3_vocab_from_the_text_config_class() -> None:
     """transformers' Gemma3TextConfig (models/gemma3/configuration_gemma3.py, transformers
     4.50 and 5.x) defaults vocab_size to 262,208. Text config: hidden 5,376, intermediate
-    21,504, 32 heads, 16 KV heads, head_dim 128, bfloat16. Sampler over 1,024 rows:
-    1,024 × 262,208 × (2 + 2·4) + 8,192 × 5,376 × 2 = 2,685,009,920 + 88,080,384 =
-    2,773,090,304, above the forward's 8,192 × (2·5,376 + (32 + 2·16)·128 + 3·21,504) × 2 =
+    21,504, 32 heads, 16 KV heads, head_dim 128, bfloat16. Sampler over 1,024 rows, vLLM's own
+    Triton top-k / top-p on an H100 (132 SMs; FlashInfer's only with VLLM_USE_FLASHINFER_SAMPLER=1
+    in 0.20, :mod:`mmcli.kv.whatif.sampler`): 1,024 × 262,208 × (2 + 12) + 132 × 262,208 × 4
+    + 8,192 × 5,376 × 2 = 3,759,013,888 + 138,445,824 + 88,080,384 = 3,985,540,096, above the
+    forward's 8,192 × (2·5,376 + (32 + 2·16)·128 + 3·21,504) × 2 =
     1,367,343,104 (formulas: profile_run, vLLM 0.20.0 vllm/v1/worker/gpu_model_runner.py)."""
     pytest.importorskip("transformers")
     run = _run()
@@ -45,9 +47,9 @@ def test_gemma3_vocab_from_the_text_config_class() -> None:
     assert peak.name == "activation peak"
     assert peak.inputs["vocab_size"] == 262_208
     assert peak.inputs["class_defaults"] == {"vocab_size": "Gemma3TextConfig"}
-    assert peak.inputs["sampler_bytes"] == 2_773_090_304
+    assert peak.inputs["sampler_bytes"] == 3_985_540_096
     assert peak.inputs["forward_bytes"] == 1_367_343_104
-    assert peak.bytes == 2_773_090_304
+    assert peak.bytes == 3_985_540_096
     assert any("vocab_size" in note and "Gemma3TextConfig" in note for note in est.notes)
 
 

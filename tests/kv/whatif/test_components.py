@@ -29,13 +29,14 @@ QWEN2_7B = {
 def test_activation_peak_by_hand() -> None:
     """Forward of T = 8192 tokens (profile_run, v1/worker/gpu_model_runner.py): 2·H + (q+2kv)
     ·head_dim + 3·I = 8192 + 6144 + 43008 = 57344 elements a token, × 2 bytes × 8192 =
-    939,524,096. Sampler over 256 rows: 256 × 128256 × (2 + 2·4) + 8192 × 4096 × 2 =
-    328,335,360 + 67,108,864 = 395,444,224. The peak is the larger."""
+    939,524,096. FlashInfer's sampler over 256 rows (:mod:`mmcli.kv.whatif.sampler`): 256 ×
+    128256 × (2 + 3·4) + 8192 × 4096 × 2 = 459,669,504 + 67,108,864 = 526,778,368. The peak is
+    the larger."""
     geo = c.geometry(LLAMA3_8B)
     assert geo is not None
     peak = c.activation_peak(geo, 8192, 256)
     assert peak.inputs["forward_bytes"] == 939_524_096
-    assert peak.inputs["sampler_bytes"] == 395_444_224
+    assert peak.inputs["sampler_bytes"] == 526_778_368
     assert peak.bytes == 939_524_096
     assert peak.inputs["max_num_batched_tokens"] == 8192 and peak.source
 
@@ -65,34 +66,37 @@ def test_non_torch_grows_with_tensor_parallelism() -> None:
 
 def test_sampler_peak_by_hand() -> None:
     """_dummy_sampler_run (vLLM 0.10.1 v1/worker/gpu_model_runner.py) over max_num_seqs rows:
-    the model-dtype logits (2 bytes), their float32 cast (Sampler.forward, v1/sample/sampler.py)
-    and FlashInfer's probabilities (4 bytes each), beside the forward's hidden states.
-    Qwen2-7B-Instruct (vocab 152,064, hidden 3,584), 256 rows, 2,048 tokens: 256 × 152,064 ×
-    10 + 2,048 × 3,584 × 2 = 389,283,840 + 14,680,064 = 403,963,904 bytes, above the forward's
+    the model-dtype logits (2 bytes), their float32 cast (Sampler.forward, v1/sample/sampler.py),
+    FlashInfer's top-k masked logits and their softmax (4 bytes each), beside the forward's
+    hidden states. Qwen2-7B-Instruct (vocab 152,064, hidden 3,584), 256 rows, 2,048 tokens:
+    256 × 152,064 × 14 + 2,048 × 3,584 × 2 = 544,997,376 + 14,680,064 = 559,677,440 bytes,
+    above the forward's
     2,048 × (2·3,584 + 36·128 + 3·18,944) × 2 = 281,018,368."""
     geo = c.geometry(QWEN2_7B)
     assert geo is not None
     peak = c.activation_peak(geo, 2048, 256)
-    assert peak.inputs["sampler_bytes"] == 403_963_904
+    assert peak.inputs["sampler_bytes"] == 559_677_440
     assert peak.inputs["forward_bytes"] == 281_018_368
-    assert peak.bytes == 403_963_904
+    assert peak.bytes == 559_677_440
 
 
-def test_a_sampler_peak_says_it_is_flashinfers() -> None:
-    """Where the sampler sets the peak the plan says whose sampler it counted: FlashInfer's,
-    which vLLM takes where it runs on the GPU (0.34.0 v1/sample/ops/topk_topp_sampler.py
-    ``flashinfer_sampler_supported``: "Assumes flashinfer is installed, as guaranteed by
-    ``requirements/cuda.txt``"; ``VLLM_USE_FLASHINFER_SAMPLER=0`` turns it off), and that the
-    sorting fallback (``apply_top_k_top_p``) is not modelled. An H100 takes serve's 1,024
+def test_a_sampler_peak_names_its_sampler() -> None:
+    """Where the sampler sets the peak the plan says whose sampler it counted and why
+    (:mod:`mmcli.kv.whatif.sampler`): with FlashInfer installed vLLM 0.11 takes FlashInfer's
+    (v1/sample/ops/topk_topp_sampler.py ``forward_cuda``). An H100 takes serve's 1,024
     sequences (0.13.0 engine/arg_utils.py ``get_batch_defaults``)."""
     model = "tests/kv/gpu_logs/configs/Qwen--Qwen2-7B-Instruct.printed.json"
-    estimate = plan_run(PlanRequest(model, gpu="H100", weights="15GiB")).estimate
+    request = PlanRequest(
+        model, gpu="H100", weights="15GiB", vllm_version="0.11", flashinfer_sampler=True
+    )
+    estimate = plan_run(request).estimate
     assert estimate is not None
     peak = estimate.components[0]
     assert peak.inputs["sampler"] == "flashinfer"
     assert peak.inputs["sampler_bytes"] > peak.inputs["forward_bytes"]
     (note,) = [n for n in estimate.notes if "sampler's" in n]
-    assert "1,024 × 152,064 logits" in note and "VLLM_USE_FLASHINFER_SAMPLER=0" in note
+    assert "FlashInfer's top-k / top-p, over 1,024 × 152,064 logits" in note
+    assert "--no-flashinfer-sampler" in note
     # A forward that outweighs the sampler (8,192 tokens over 256 rows) gets no such note.
     forward = plan_run(
         PlanRequest(model, gpu="H100", weights="15GiB", max_num_seqs=8, max_model_len=8192)

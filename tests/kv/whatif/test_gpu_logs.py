@@ -86,6 +86,9 @@ _ENCODER = re.compile(
     r"Encoder cache will be initialized with a budget of (\d+) tokens, "
     r"and profiled with (\d+) (\w+) items of the maximum feature size"
 )
+#: V1's sampler line (vLLM 0.10.1 vllm/v1/sample/ops/topk_topp_sampler.py ``TopKTopPSampler``):
+#: FlashInfer's sampler, or vLLM's own where FlashInfer is not installed (the line may wrap).
+_SAMPLER = re.compile(r"(Using FlashInfer) for top-p|FlashInfer i\s*s not available")
 #: The case keys the encoder line gives, in the order of its groups.
 _ENCODER_KEYS = ("encoder_budget_tokens", "encoder_items", "encoder_modality")
 
@@ -141,6 +144,12 @@ def test_each_excerpt_agrees_with_its_entry(case: dict[str, Any]) -> None:
         assert (int(budget), int(items), modality) == tuple(case[k] for k in _ENCODER_KEYS)
     if not lines:
         assert not any(key in case for key in _ENCODER_KEYS), "no encoder line in the excerpt"
+    samplers = {found.group(1) is not None for found in _SAMPLER.finditer(text)}
+    assert len(samplers) <= 1, "every rank takes the same sampler"
+    for flashinfer in samplers:
+        assert case["flashinfer_sampler"] is flashinfer
+    if not samplers:
+        assert "flashinfer_sampler" not in case, "no sampler line in the excerpt"
     if case.get("config"):
         # A config file, or a model folder (config.json beside the processor files).
         config = HERE / "configs" / case["config"]
@@ -177,6 +186,7 @@ def _request(case: dict[str, Any]) -> PlanRequest:
         pipeline_parallel_size=case["pp"] or 1,
         vllm_version=_release(case),
         entry=case["entry"] or "serve",
+        flashinfer_sampler=case.get("flashinfer_sampler"),
         **settings,
     )
 
