@@ -1,12 +1,11 @@
 """A ``vllm serve`` command line read as that release's argument parser reads it.
 
 :func:`parse_serve_line` takes the line (tokens, or text split as a shell splits it) and the
-release whose flags to read (``--vllm-version``): the equals and space forms, aliases (``-tp``),
-``--x`` / ``--no-x`` pairs, JSON values and their dotted keys (``--compilation-config.mode 3``),
-``-O`` forms. The settings that change KV memory are returned under vLLM's names to be applied,
-every other known flag is listed as not affecting the plan, and what cannot be planned is refused:
-an unknown flag (naming the release that had it), a value that does not parse, a flag that
-changes KV memory in a way the planner does not model.
+release whose flags to read (``--vllm-version``): equals and space forms, aliases (``-tp``),
+``--x`` / ``--no-x`` pairs, JSON values and dotted keys, ``-O`` forms, and ``NAME=VALUE``
+assignments before it (:mod:`mmcli.kv.serve_env`). What changes KV memory is applied under
+vLLM's names, every other known flag listed as not affecting the plan, the rest refused (an
+unknown flag naming the release that had it, a bad value, a change not modelled).
 """
 
 from __future__ import annotations
@@ -14,11 +13,12 @@ from __future__ import annotations
 import json
 import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import takewhile
 from typing import Any
 
 from mmcli.errors import InputError
+from mmcli.kv import serve_env
 from mmcli.kv.serve_flags import (
     Flag,
     flags_release,
@@ -143,6 +143,7 @@ class ServeArgs:
     def request_fields(self) -> dict[str, Any]:
         """The PlanRequest fields the applied settings set."""
         out = {APPLIED[name][0]: value for name, value in self.applied.items() if name in APPLIED}
+        out |= serve_env.request_fields(self.applied)
         if "dtype" in self.applied and "kv_cache_dtype" not in self.applied:
             out["kv_cache_dtype"] = self.applied["dtype"]  # "auto" KV follows --dtype
         return out
@@ -164,9 +165,10 @@ def split_line(line: str | Sequence[str]) -> list[str]:
             ) from None
     else:
         tokens = list(line)
+    _, rest = serve_env.split_env(tokens)  # assignments before the command stay in front
     for prefix in _PREFIXES:
-        if tuple(tokens[: len(prefix)]) == prefix:
-            return tokens[len(prefix) :]
+        if tuple(rest[: len(prefix)]) == prefix:
+            return tokens[: len(tokens) - len(rest)] + rest[len(prefix) :]
     return tokens
 
 
@@ -189,7 +191,8 @@ def parse_serve_line(line: str | Sequence[str], release: str | None = None) -> S
     mirrored = flags_release(release)
     dotted_cc = rules_for(release).dotted_o_cc
     spelled = index(mirrored)
-    tokens = split_line(line)
+    assignments, tokens = serve_env.split_env(split_line(line))
+    env, env_others = serve_env.read_env(assignments)
     model: str | None = None
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
@@ -249,7 +252,11 @@ def parse_serve_line(line: str | Sequence[str], release: str | None = None) -> S
         else:
             values[setting] = parsed
         sources[setting] = name
-    return _classify(mirrored, model, values, sources, release)
+    read = _classify(mirrored, model, values, sources, release)
+    others, named = (*env_others, *read.not_affecting), {name: name for name in env}
+    return replace(
+        read, applied=read.applied | env, not_affecting=others, sources=read.sources | named
+    )
 
 
 def _json_value(flag: Flag, name: str, value: str, keys: list[str]) -> Any:

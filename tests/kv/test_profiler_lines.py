@@ -218,20 +218,35 @@ def test_the_older_startup_error_gives_the_total():
     [
         # vLLM 0.10.1 – 0.11 v1/sample/ops/topk_topp_sampler.py (dennislee22/vLLM-benchmarking
         # logs, 0.10.1.1).
-        ("INFO 09-04 01:02:57 [topk_topp_sampler.py:50] Using FlashInfer for top-p & top-k "
-         "sampling.", True),
-        ("WARNING 10-14 19:22:48 [topk_topp_sampler.py:66] FlashInfer is not available. Falling "
-         "back to the PyTorch-native implementation of top-p & top-k sampling. For the best "
-         "performance, please install FlashInfer.", False),
+        (
+            "INFO 09-04 01:02:57 [topk_topp_sampler.py:50] Using FlashInfer for top-p & top-k "
+            "sampling.",
+            True,
+        ),
+        (
+            "WARNING 10-14 19:22:48 [topk_topp_sampler.py:66] FlashInfer is not available. Falling "
+            "back to the PyTorch-native implementation of top-p & top-k sampling. For the best "
+            "performance, please install FlashInfer.",
+            False,
+        ),
         # A wrapped line keeps its second half (the 0.10.1.1 Ray workers' log).
-        ("s not available. Falling back to the PyTorch-native implementation of top-p & top-k "
-         "sampling. For the best performance, please install FlashInfer.", False),
+        (
+            "s not available. Falling back to the PyTorch-native implementation of top-p & top-k "
+            "sampling. For the best performance, please install FlashInfer.",
+            False,
+        ),
         # 0.21.0 and 0.23.0 – 0.34.0.
-        ("INFO [topk_topp_sampler.py:70] FlashInfer top-p/top-k sampling disabled via "
-         "VLLM_USE_FLASHINFER_SAMPLER=0; using PyTorch-native sampler.", False),
-        ("WARNING [topk_topp_sampler.py:62] FlashInfer top-p/top-k sampling unavailable: "
-         "unsupported compute capability 7.5; falling back. Set VLLM_USE_FLASHINFER_SAMPLER=0 "
-         "to silence.", False),
+        (
+            "INFO [topk_topp_sampler.py:70] FlashInfer top-p/top-k sampling disabled via "
+            "VLLM_USE_FLASHINFER_SAMPLER=0; using PyTorch-native sampler.",
+            False,
+        ),
+        (
+            "WARNING [topk_topp_sampler.py:62] FlashInfer top-p/top-k sampling unavailable: "
+            "unsupported compute capability 7.5; falling back. Set VLLM_USE_FLASHINFER_SAMPLER=0 "
+            "to silence.",
+            False,
+        ),
     ],
 )
 def test_the_sampler_line(line: str, flashinfer: bool) -> None:
