@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from mmcli.kv.model import ModelConfig
     from mmcli.kv.releases import EngineRules
     from mmcli.kv.whatif.components import Geometry
+    from mmcli.kv.whatif.sampler import SamplerPath
 
 GIB: Final = 2**30
 
@@ -134,25 +135,21 @@ def compare_memory(
     geo = c.geometry(doc) if doc else None
     if geo is None:
         missing.append("the config's geometry (hidden, intermediate and vocab sizes)")
+    runner = default_runner(doc or {}, rules)
     sampler: tuple[tuple[str, ...], int] = (("flashinfer",), 0)
     if total is not None and seqs is not None:
-        sampler = _sampler(
-            rules, gpu, total, seqs, p.flashinfer_sampler, default_runner(doc or {}, rules)
-        )
+        path = _sampler(rules, gpu, total, seqs, p.flashinfer_sampler, runner)
+        sampler = path.names, path.sms
         source = "log" if p.flashinfer_sampler is not None else "the release's default"
-        inputs["sampler"] = (" then ".join(sampler[0]), source)
-    activation = (
-        _gib(c.activation_peak(geo, tokens, seqs, tp, *sampler).bytes)
-        if geo is not None and tokens is not None and seqs is not None
-        else None
-    )
-    non_torch = _gib(c.non_torch(tp).bytes)
-    runner = default_runner(doc or {}, rules)
+        inputs["sampler"] = (" then ".join(path.names), source)
     notes: list[str] = []
-    encoder = None
+    activation: float | None = None
+    encoder: float | None = None
     if geo is not None and tokens is not None and seqs is not None:
         peak = c.activation_peak(geo, tokens, seqs, tp, *sampler).bytes
+        activation = _gib(peak)
         encoder = _encoder(log, doc, rules, runner, (tokens, seqs, tp), geo, peak, side_file, notes)
+    non_torch = _gib(c.non_torch(tp).bytes)
     inputs["model_runner"] = (runner, "the release's default for the config")
     graphs = (
         _gib(
@@ -212,16 +209,14 @@ def _sampler(
     seqs: int,
     flashinfer: bool | None,
     runner: str,
-) -> tuple[tuple[str, ...], int]:
-    """The samplers the profile ran (the log's sampler line, else the release's default) and
-    the GPU's SM count (0: a total alone)."""
-    from mmcli.kv.whatif.gpu_table import ARCH, GPU
+) -> SamplerPath:
+    """The samplers the profile ran: the log's sampler line, else the release's default."""
+    from mmcli.kv.whatif.gpu_table import GPU
     from mmcli.kv.whatif.gpus import resolve_gpu
     from mmcli.kv.whatif.sampler import sampler_path
 
     device = resolve_gpu(gpu) if gpu is not None else GPU("the log's GPU", "log", total, "log")
-    path = sampler_path(rules, device, seqs, flashinfer, runner)
-    return path.names, ARCH.get(device.name, (0, 0))[1]
+    return sampler_path(rules, device, seqs, flashinfer, runner)
 
 
 def _activation_row(p: MemoryProfile, activation: float | None, graphs: float | None) -> MemoryRow:

@@ -153,8 +153,8 @@ class ServeArgs:
                 "not_affecting": list(self.not_affecting)}  # fmt: skip
 
 
-def split_line(line: str | Sequence[str]) -> list[str]:
-    """The tokens of a serve line (text split as a POSIX shell splits it), less ``vllm serve``."""
+def split_line(line: str | Sequence[str]) -> tuple[list[tuple[str, str]], list[str]]:
+    """The line's ``NAME=VALUE`` assignments and its shell tokens after them, less vllm serve."""
     if isinstance(line, str):
         try:
             tokens = shlex.split(line)
@@ -165,11 +165,11 @@ def split_line(line: str | Sequence[str]) -> list[str]:
             ) from None
     else:
         tokens = list(line)
-    _, rest = serve_env.split_env(tokens)  # assignments before the command stay in front
+    assignments, rest = serve_env.split_env(tokens)
     for prefix in _PREFIXES:
         if tuple(rest[: len(prefix)]) == prefix:
-            return tokens[: len(tokens) - len(rest)] + rest[len(prefix) :]
-    return tokens
+            return assignments, rest[len(prefix) :]
+    return assignments, rest
 
 
 def _spelling(token: str) -> tuple[str, str | None, list[str]]:
@@ -191,7 +191,7 @@ def parse_serve_line(line: str | Sequence[str], release: str | None = None) -> S
     mirrored = flags_release(release)
     dotted_cc = rules_for(release).dotted_o_cc
     spelled = index(mirrored)
-    assignments, tokens = serve_env.split_env(split_line(line))
+    assignments, tokens = split_line(line)
     env, env_others = serve_env.read_env(assignments)
     model: str | None = None
     values: dict[str, Any] = {}

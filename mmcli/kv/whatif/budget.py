@@ -161,7 +161,6 @@ def _components(
 ) -> tuple[tuple[Component, ...], tuple[str, ...], int | None]:
     """The named figures held back (empty: the flat reserve), notes, and the transient peak."""
     from mmcli.kv.whatif import components as c
-    from mmcli.kv.whatif.gpu_table import ARCH
     from mmcli.kv.whatif.gpus import (
         default_max_num_batched_tokens,
         default_max_num_seqs,
@@ -215,7 +214,7 @@ def _components(
             f"{next(iter(geo.class_defaults.values()))} defaults, as vLLM reads the config"
         )
     path = sampler_path(rules, device, seqs, profile.flashinfer_sampler, runner)
-    peak = c.activation_peak(geo, tokens, seqs, tp, path.names, ARCH.get(device.name, (0, 0))[1])
+    peak = c.activation_peak(geo, tokens, seqs, tp, path.names, path.sms)
     if peak.inputs["sampler_bytes"] >= peak.inputs["forward_bytes"]:
         notes.append(sampler_note(path, seqs, geo.vocab))
     encoder = encoder_parts(profile, rules, runner, (tokens, seqs, tp), geo, peak.bytes, notes)

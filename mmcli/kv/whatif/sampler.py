@@ -38,7 +38,7 @@ copy ``Sampler.forward`` makes (4), v1/sample/ops/topk_topp_sampler.py:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Final
 
 from mmcli.errors import InputError
@@ -62,10 +62,12 @@ _TRITON_ROWS: Final = 8
 @dataclass(frozen=True)
 class SamplerPath:
     """The samplers the profile runs, one after the other (``"flashinfer"``, ``"sort"``,
-    ``"triton"``; the V2 runner's ``"greedy"``, ``"greedy-fp32"``, ``"gumbel"``), and why."""
+    ``"triton"``; the V2 runner's ``"greedy"``, ``"greedy-fp32"``, ``"gumbel"``), why, and the
+    GPU's SM count that sizes the Triton buffer (0: not in the GPU table)."""
 
     names: tuple[str, ...]
     why: str
+    sms: int = 0
 
     @property
     def name(self) -> str:
@@ -84,13 +86,16 @@ def sampler_path(
     model runner; ``flashinfer`` is ``VLLM_USE_FLASHINFER_SAMPLER`` (None: unset). Raises
     :class:`InputError` where vLLM refuses to start (the variable set to 1 on a GPU FlashInfer's
     sampler does not support)."""
+    from mmcli.kv.whatif.gpu_table import ARCH
+
     if runner == "v2":
-        return _v2_path(rules, device, seqs, flashinfer)
-    path = _top_k_top_p(rules, device, seqs, flashinfer)
-    if path.names == ("flashinfer",) and rules.flashinfer_sampler.startswith("default"):
-        # 0.21: a second call with a per-request seed warms vLLM's own sampler too.
-        return SamplerPath(("flashinfer", _native(rules, seqs, "").name), path.why)
-    return path
+        path = _v2_path(rules, device, seqs, flashinfer)
+    else:
+        path = _top_k_top_p(rules, device, seqs, flashinfer)
+        if path.names == ("flashinfer",) and rules.flashinfer_sampler.startswith("default"):
+            # 0.21: a second call with a per-request seed warms vLLM's own sampler too.
+            path = replace(path, names=("flashinfer", _native_name(rules, seqs)))
+    return replace(path, sms=ARCH.get(device.name, (None, 0))[1])
 
 
 def _v2_path(rules: EngineRules, device: GPU, seqs: int, flashinfer: bool | None) -> SamplerPath:
@@ -146,9 +151,14 @@ def _top_k_top_p(
     return SamplerPath(("flashinfer",), why)
 
 
-def _native(rules: EngineRules, seqs: int, why: str) -> SamplerPath:
+def _native_name(rules: EngineRules, seqs: int) -> str:
+    """vLLM's own top-k / top-p: its Triton kernel from 8 rows where the release has it."""
     triton = rules.native_top_k_top_p == "triton" and seqs >= _TRITON_ROWS
-    return SamplerPath(("triton" if triton else "sort",), why)
+    return "triton" if triton else "sort"
+
+
+def _native(rules: EngineRules, seqs: int, why: str) -> SamplerPath:
+    return SamplerPath((_native_name(rules, seqs),), why)
 
 
 #: Bytes a logit beyond the model-dtype logits, by sampler (``sort`` and the Triton buffer
@@ -164,8 +174,7 @@ def sampler_bytes(path: str, seqs: int, vocab: int, dtype_bytes: int, sms: int) 
     GPU's SM count, 0 if unknown: the Triton buffer then takes a row per sequence)."""
     logits = seqs * vocab
     if path in ("triton", "gumbel"):
-        rows = min(seqs, sms) if sms else seqs
-        rows = min(1 << (rows - 1).bit_length(), sms) if sms else rows
+        rows = min(1 << (min(seqs, sms) - 1).bit_length(), sms) if sms else seqs
         return logits * (dtype_bytes + _PER_LOGIT[path]) + rows * vocab * 4
     if path in _PER_LOGIT:
         return logits * (dtype_bytes + _PER_LOGIT[path])
