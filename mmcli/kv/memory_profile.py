@@ -137,10 +137,12 @@ def compare_memory(
         missing.append("the config's geometry (hidden, intermediate and vocab sizes)")
     runner = default_runner(doc or {}, rules)
     sampler: tuple[tuple[str, ...], int] = (("flashinfer",), 0)
-    if total is not None and seqs is not None:
+    if seqs is not None:
         path = _sampler(rules, gpu, total, seqs, p.flashinfer_sampler, runner)
         sampler = path.names, path.sms
         source = "log" if p.flashinfer_sampler is not None else "the release's default"
+        if p.flashinfer_sampler is None and gpu is None and total is None:
+            source += " (the GPU not known)"
         inputs["sampler"] = (" then ".join(path.names), source)
     notes: list[str] = []
     activation: float | None = None
@@ -205,17 +207,18 @@ def compare_memory(
 def _sampler(
     rules: EngineRules,
     gpu: str | None,
-    total: int,
+    total: int | None,
     seqs: int,
     flashinfer: bool | None,
     runner: str,
 ) -> SamplerPath:
-    """The samplers the profile ran: the log's sampler line, else the release's default."""
+    """The samplers the profile ran: the log's sampler line, else the release's default (on a
+    GPU neither named nor in the log: the default for the GPUs the release supports)."""
     from mmcli.kv.whatif.gpu_table import GPU
     from mmcli.kv.whatif.gpus import resolve_gpu
     from mmcli.kv.whatif.sampler import sampler_path
 
-    device = resolve_gpu(gpu) if gpu is not None else GPU("the log's GPU", "log", total, "log")
+    device = resolve_gpu(gpu) if gpu is not None else GPU("the log's GPU", "log", total or 0, "log")
     return sampler_path(rules, device, seqs, flashinfer, runner)
 
 

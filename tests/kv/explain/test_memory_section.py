@@ -219,3 +219,26 @@ def test_the_logs_sampler_line_sets_the_sampler():
     without = "\n".join(line for line in text.splitlines() if "top-p & top-k" not in line)
     got = compare_memory(parse_vllm_log(without), doc, rules_for("0.11.0"), "L4")
     assert got is not None and got.inputs["sampler"] == ("sort", "the release's default")
+
+
+def test_without_the_gpu_the_sampler_is_still_the_releases():
+    """A log that gives max_num_seqs but no GPU total (the Colab L4 log under 0.11.0 prints
+    "Free memory on device" only at DEBUG) still plans its activation row with the sampler the
+    log names, or the release's default path: 0.11.0's sort (FlashInfer an optional extra),
+    not FlashInfer's 12 bytes a logit. Under 0.14.0's rules (FlashInfer only with
+    VLLM_USE_FLASHINFER_SAMPLER=1, vLLM 0.14.0 vllm/v1/sample/ops/topk_topp_sampler.py) the
+    same lines without the sampler line take the sort as well."""
+    gpu_logs = Path(__file__).resolve().parents[1] / "gpu_logs"
+    _, doc = load_document(gpu_logs / "configs" / "meta-llama--Llama-3.1-8B-Instruct.subset.json")
+    text = (gpu_logs / "v1-l4-llama8b.log").read_text()
+    got = compare_memory(parse_vllm_log(text), doc, rules_for("0.11.0"), None)
+    assert got is not None and "gpu_total_gib" not in got.inputs
+    assert got.inputs["sampler"] == ("sort", "log")
+    sort = 128 * 128_256 * 38 + 2048 * 4096 * 2
+    assert rows(got)["activation peak"].estimate_gib == round(sort / 2**30, 2)
+    without = "\n".join(line for line in text.splitlines() if "top-p & top-k" not in line)
+    for release in ("0.11.0", "0.14.0"):
+        got = compare_memory(parse_vllm_log(without), doc, rules_for(release), None)
+        assert got is not None
+        assert got.inputs["sampler"] == ("sort", "the release's default (the GPU not known)")
+        assert rows(got)["activation peak"].estimate_gib == round(sort / 2**30, 2)
