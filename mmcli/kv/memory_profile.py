@@ -152,6 +152,12 @@ def compare_memory(
         activation = _gib(peak)
         encoder = _encoder(log, doc, rules, runner, (tokens, seqs, tp), geo, peak, side_file, notes)
     non_torch = _gib(c.non_torch(tp).bytes)
+    buffers = None
+    if rules.runner_buffers_counted and geo is not None and tokens and seqs:
+        from mmcli.kv.whatif.encoder import encoder_sections
+
+        multimodal = bool(doc and encoder_sections(doc))
+        buffers = _gib(c.runner_buffers(geo, tokens, seqs, runner, multimodal).bytes)
     inputs["model_runner"] = (runner, "the release's default for the config")
     graphs = (
         _gib(
@@ -164,7 +170,8 @@ def compare_memory(
     )
     kv = None
     if total is not None and p.weights_gib is not None and activation is not None:
-        held = p.weights_gib + activation + (encoder or 0.0) + non_torch + (graphs or 0.0)
+        held = p.weights_gib + activation + (encoder or 0.0) + non_torch + (buffers or 0.0)
+        held += graphs or 0.0
         kv = round(total * utilization / GIB - held, 2)
     graph_logged, graph_from = p.cudagraph_estimate_gib, "Estimated CUDA graph memory"
     if graph_logged is None and p.graph_capture_gib is not None:
@@ -175,7 +182,7 @@ def compare_memory(
     rows = [
         _activation_row(p, activation, graphs),
         *_encoder_row(p, encoder, doc),
-        _non_torch_row(p, non_torch),
+        *_non_torch_rows(p, non_torch, buffers),
         MemoryRow("CUDA graphs", graph_logged, graphs, graph_from if graph_logged else ""),
         MemoryRow("KV cache", kv_logged, kv, "Available KV cache memory"),
     ]
@@ -245,13 +252,21 @@ def _activation_row(p: MemoryProfile, activation: float | None, graphs: float | 
     )
 
 
-def _non_torch_row(p: MemoryProfile, estimate: float) -> MemoryRow:
-    """Non-torch memory: printed, or from 0.27 the summary's consumed memory less the weights."""
+def _non_torch_rows(p: MemoryProfile, estimate: float, buffers: float | None) -> list[MemoryRow]:
+    """Non-torch memory: printed, or from 0.27 the summary's consumed memory less the weights,
+    which holds the runner's buffers too (``buffers``: where the release counts them)."""
     consumed, weights = p.total_consumed_gib, p.weights_gib
     if p.non_torch_gib is None and consumed is not None and weights is not None:
         logged = round(consumed - weights, 2)
-        return MemoryRow("non-torch memory", logged, estimate, "consumed memory − weights")
-    return MemoryRow("non-torch memory", p.non_torch_gib, estimate, "non-torch")
+        if buffers is None:
+            return [MemoryRow("non-torch memory", logged, estimate, "consumed memory − weights")]
+        both = round(estimate + buffers, 2)
+        name = "non-torch memory + runner buffers"
+        return [MemoryRow(name, logged, both, "consumed memory − weights")]
+    rows = [MemoryRow("non-torch memory", p.non_torch_gib, estimate, "non-torch")]
+    if buffers is not None:
+        rows.append(MemoryRow("runner buffers", None, buffers, ""))
+    return rows
 
 
 #: What a batch unlike the log's means for an estimated encoder profile.

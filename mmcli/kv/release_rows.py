@@ -69,6 +69,7 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "v2_sampler": "copy",
             "extensible_kv_cache": False,
             "cudagraph_estimate_subtracted": False,
+            "runner_buffers_counted": False,
             "largest_batch_tier": False,
             "gb10_small_tier": False,
             "v2_runner_default": "never",
@@ -265,7 +266,14 @@ CHANGES: Final[tuple[tuple[str, dict[str, object]], ...]] = (
             "v2_sampler": "logits",
         },
     ),
-    ("0.27", {"mla_hybrid_alignment": 128, "v2_runner_architectures": _V2_27}),
+    (
+        "0.27",
+        {
+            "mla_hybrid_alignment": 128,
+            "v2_runner_architectures": _V2_27,
+            "runner_buffers_counted": True,
+        },
+    ),
     (
         "0.28",
         {

@@ -140,6 +140,9 @@ class EngineRules:
     #: "0" in 0.18 and 0.19, "1" from 0.20; v1/worker/gpu_worker.py
     #: ``determine_available_memory`` subtracts ``profile_cudagraph_memory()`` when on).
     cudagraph_estimate_subtracted: bool
+    #: The profile counts all the worker consumed (``total_consumed``, utils/mem_utils.py, 0.27),
+    #: so the model runner's buffers beyond the weights count against the KV cache.
+    runner_buffers_counted: bool
     #: ``get_batch_defaults`` (engine/arg_utils.py): a GPU with at least 160 GiB takes the
     #: largest tier, 16384 batched tokens for ``vllm serve`` too (0.28; before, 8192).
     largest_batch_tier: bool
@@ -310,10 +313,8 @@ class EngineRules:
 PIPELINE_FIELDS: Final = frozenset({"pp_global_groups", "pp_whole_model_check", "pp_stage_pages"})
 
 #: The rules that matter only for DeepSeek sparse attention (a config with an indexer).
-DSA_FIELDS: Final = frozenset(
-    {"dsa_auto_ds_mla", "dsa_fp8_hook", "dsa_fp8_backend", "dsa_block_forced",
-     "dsa_glm_blackwell_fp8"}
-)  # fmt: skip
+DSA_FIELDS: Final = frozenset({"dsa_auto_ds_mla", "dsa_fp8_hook", "dsa_fp8_backend",
+                               "dsa_block_forced", "dsa_glm_blackwell_fp8"})  # fmt: skip
 
 #: The rules that change only how the command line is read, not any plan.
 CLI_FIELDS: Final = frozenset({"max_len_tera", "max_len_auto", "dotted_o_cc"})
@@ -368,9 +369,8 @@ def rules_for(release: str | None = None) -> EngineRules:
 
 
 def first_release(field: str, value: object = True, *, after: str | None = None) -> str:
-    """The first release (after ``after``, if given) whose rules set ``field`` to ``value``
-    (for messages: "it came in ..."), read from :data:`CHANGES` so that no message repeats a
-    release number."""
+    """The first release (after ``after``, if given) whose rules set ``field`` to ``value``,
+    for messages, from :data:`CHANGES` (so that no message repeats a release number)."""
     for since, change in CHANGES:
         if after is not None and _key(since) <= _key(after):
             continue

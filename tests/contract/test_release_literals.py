@@ -150,6 +150,7 @@ FIELD_WORDS: dict[str, str] = {
     "state_models_v1_default": r"V1 engine by default",
     "skip_mm_profiling_flag": r"--skip-mm-profiling",
     "cudagraph_estimate_subtracted": r"CUDA-graph memory estimate",
+    "runner_buffers_counted": r"model runner's buffers",
     "largest_batch_tier": r"160 GiB",
     "gb10_small_tier": r"GB10",
     "v2_runner_default": r"V2 model runner",

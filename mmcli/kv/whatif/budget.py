@@ -161,6 +161,7 @@ def _components(
 ) -> tuple[tuple[Component, ...], tuple[str, ...], int | None]:
     """The named figures held back (empty: the flat reserve), notes, and the transient peak."""
     from mmcli.kv.whatif import components as c
+    from mmcli.kv.whatif.encoder import encoder_sections
     from mmcli.kv.whatif.gpus import (
         default_max_num_batched_tokens,
         default_max_num_seqs,
@@ -218,7 +219,11 @@ def _components(
     if peak.inputs["sampler_bytes"] >= peak.inputs["forward_bytes"]:
         notes.append(sampler_note(path, seqs, geo.vocab))
     encoder = encoder_parts(profile, rules, runner, (tokens, seqs, tp), geo, peak.bytes, notes)
-    parts = (peak, *encoder, c.non_torch(tp), graphs)
+    buffers: tuple[Component, ...] = ()
+    if rules.runner_buffers_counted:
+        multimodal = bool(encoder_sections(profile.doc))
+        buffers = (c.runner_buffers(geo, tokens, seqs, runner, multimodal),)
+    parts = (peak, *encoder, c.non_torch(tp), *buffers, graphs)
     return parts, tuple(notes), peak.bytes + sum(e.bytes for e in encoder)
 
 

@@ -236,6 +236,35 @@ def non_torch(tp: int) -> Component:
     )
 
 
+def runner_buffers(
+    geo: Geometry, tokens: int, seqs: int, runner: str, multimodal: bool
+) -> Component:
+    """The model runner's GPU buffers beyond the weights, allocated before the profile ends:
+    counted against the KV cache where the release's profile counts all the worker consumed
+    (``runner_buffers_counted``). V1 (v1/worker/gpu_model_runner.py): the ``inputs_embeds``
+    buffer, ``max_num_batched_tokens`` × hidden in the model dtype. V2: the sampler's penalty
+    state (v1/worker/gpu/sample/penalties.py: ``output_bin_counts``, max_num_seqs × vocab
+    int32, and ``prompt_bin_mask``, max_num_seqs × ⌈vocab / 32⌉ int32) and, for a multimodal
+    model, the encoder runner's ``inputs_embeds`` buffer (v1/worker/gpu/mm/encoder_runner.py).
+    Buffers of a few bytes a token or a request (ids, positions, the block table) are left
+    out."""
+    embeds = tokens * geo.hidden * geo.dtype_bytes if runner != "v2" or multimodal else 0
+    penalties = seqs * (geo.vocab + -(-geo.vocab // 32)) * 4 if runner == "v2" else 0
+    return Component(
+        "runner buffers",
+        embeds + penalties,
+        {
+            "model_runner": runner,
+            "max_num_batched_tokens": tokens,
+            "max_num_seqs": seqs,
+            "inputs_embeds_bytes": embeds,
+            "penalty_state_bytes": penalties,
+        },
+        "total_consumed of memory_profiling (vllm/utils/mem_utils.py): the runner's "
+        "inputs_embeds buffer and Model Runner V2's penalty state",
+    )
+
+
 def capture_sizes(max_num_seqs: int) -> int:
     """How many batch sizes vLLM captures by default: 1, 2, 4, multiples of 8 below 256, then
     multiples of 16 up to min(2 × max_num_seqs, 512) (config/vllm.py)."""

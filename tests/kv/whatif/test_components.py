@@ -12,6 +12,7 @@ from mmcli.kv.whatif import components as c
 from mmcli.kv.whatif.gpus import default_max_num_batched_tokens, default_max_num_seqs, resolve_gpu
 
 GIB = 2**30
+LLAMA31_8B = "tests/kv/gpu_logs/configs/meta-llama--Llama-3.1-8B-Instruct.subset.json"
 
 
 #: Qwen2-7B-Instruct as transformers printed its config (tests/kv/gpu_logs/configs/).
@@ -163,3 +164,39 @@ def test_kv_cache_memory_bytes_replaces_the_estimate() -> None:
     run = plan_run(with_gpu)
     assert run.options.memory_bytes == GIB
     assert run.estimate is not None and "--kv-cache-memory-bytes" in run.estimate.notes[0]
+
+
+def test_runner_buffers_by_hand() -> None:
+    """From vLLM 0.27 ``memory_profiling`` (utils/mem_utils.py) counts ``total_consumed``, the
+    device's free memory at the worker's first snapshot less that after the profile, so the
+    model runner's buffers allocated in between count against the KV cache (before 0.27 the
+    KV memory left out what torch held beyond the weights before the profile). V1
+    (v1/worker/gpu_model_runner.py ``inputs_embeds``): max_num_batched_tokens × hidden in the
+    model dtype, 8192 × 4096 × 2 = 67,108,864. V2 (v1/worker/gpu/sample/penalties.py):
+    ``output_bin_counts`` max_num_seqs × vocab int32 and ``prompt_bin_mask`` max_num_seqs ×
+    ⌈vocab / 32⌉ int32, 1024 × (128,256 + 4,008) × 4 = 541,753,344; a multimodal model adds
+    the encoder runner's inputs_embeds (v1/worker/gpu/mm/encoder_runner.py)."""
+    geo = c.geometry(LLAMA3_8B)
+    assert geo is not None
+    assert c.runner_buffers(geo, 8192, 1024, "v1", False).bytes == 67_108_864
+    v2 = c.runner_buffers(geo, 8192, 1024, "v2", False)
+    assert v2.bytes == 541_753_344
+    assert v2.inputs["penalty_state_bytes"] == 541_753_344
+    assert c.runner_buffers(geo, 8192, 1024, "v2", True).bytes == 541_753_344 + 67_108_864
+    assert not rules_for("0.26").runner_buffers_counted
+    assert first_release("runner_buffers_counted", True) == "0.27"
+
+
+def test_runner_buffers_taken_off_from_0_27() -> None:
+    """The --gpu estimate takes the runner's buffers off from 0.27 (Llama 3 8B on an H100:
+    serve's 8,192 tokens and 1,024 sequences, Model Runner V2 its default runner) and not in
+    0.26, where the KV estimate is otherwise the same but for the release's own rows."""
+
+    def components(release: str) -> dict[str, int]:
+        request = PlanRequest(LLAMA31_8B, gpu="H100", weights="15GiB", vllm_version=release)
+        estimate = plan_run(request).estimate
+        assert estimate is not None
+        return {part.name: part.bytes for part in estimate.components}
+
+    assert "runner buffers" not in components("0.26")
+    assert components("0.27")["runner buffers"] == 541_753_344
