@@ -173,7 +173,8 @@ def compare_memory(
         held = p.weights_gib + activation + (encoder or 0.0) + non_torch + (buffers or 0.0)
         held += graphs or 0.0
         kv = round(total * utilization / GIB - held, 2)
-    graph_logged, graph_from = p.cudagraph_estimate_gib, "Estimated CUDA graph memory"
+    graph_logged = p.cudagraph_estimate_gib
+    graph_from = p.estimate_line or "Estimated CUDA graph memory"
     if graph_logged is None and p.graph_capture_gib is not None:
         graph_logged, graph_from = p.graph_capture_gib, "Graph capturing finished"
     if graph_logged is None and p.summary_graph_gib is not None:
@@ -186,9 +187,10 @@ def compare_memory(
         MemoryRow("CUDA graphs", graph_logged, graphs, graph_from if graph_logged else ""),
         MemoryRow("KV cache", kv_logged, kv, "Available KV cache memory"),
     ]
-    if p.graph_capture_gib is not None and p.cudagraph_estimate_gib is not None:
+    captured = p.graph_pool_gib if p.graph_pool_gib is not None else p.graph_capture_gib
+    if captured is not None and p.cudagraph_estimate_gib is not None:
         notes.append(
-            f"the graphs took {p.graph_capture_gib:.2f} GiB when captured (after the KV cache "
+            f"the graphs took {captured:.2f} GiB when captured (after the KV cache "
             f"was sized on the {p.cudagraph_estimate_gib:.2f} GiB estimate)"
         )
     if graph_from == "CUDAGraph memory (captured)" and graph_logged is not None:

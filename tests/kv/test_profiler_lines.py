@@ -260,3 +260,43 @@ def test_a_line_about_sampling_params_is_no_sampler_line() -> None:
     line = "Using default chat sampling params from model: {'temperature': 0.6, 'top_p': 0.9}"
     assert not parse_profile_line(line, profile)
     assert profile.flashinfer_sampler is None
+
+
+def test_the_graph_pool_line_gives_the_estimate_and_the_real_capture():
+    """vLLM 0.20.0 – 0.34.0 v1/worker/gpu_worker.py, once the graphs are captured where an
+    estimate was taken off the KV memory: "CUDA graph pool memory: %s GiB (actual), %s GiB
+    (estimated), difference: …". The published 0.30.0 T4 log
+    (tests/kv/gpu_logs/v1-t4-qwen1p5b-030.log) prints it after two "Graph capturing
+    finished" lines, the V2 runner's profiling capture (0.28 GiB) and the real one (0.15)."""
+    log = read_vllm_log(LOGS / "v1-t4-qwen1p5b-030.log")
+    got = log.profile
+    assert got.cudagraph_estimate_gib == 0.34
+    assert got.estimate_line == "CUDA graph pool memory (estimated)"
+    assert (got.graph_capture_gib, got.graph_pool_gib) == (0.28, 0.15)
+    # "Estimated CUDA graph memory" (V1's line), where printed, stays the estimate.
+    line = CORE + "CUDA graph pool memory: 0.15 GiB (actual), 0.34 GiB (estimated), difference"
+    first = read(CORE + "Estimated CUDA graph memory: 0.36 GiB total", line)
+    assert (first.cudagraph_estimate_gib, first.estimate_line) == (0.36, None)
+
+
+@pytest.mark.parametrize(
+    ("line", "release"),
+    [
+        # The monochrome logo (tests/kv/gpu_logs/v1-t4-qwen1p5b-030.log, 0.30.0).
+        ("(APIServer pid=670) INFO 10-01 22:40:55 [api_utils.py:347]  ▄▄ ▄█ █     █     "
+         "█ ▀▄▀ █  version 0.30.0", "0.30.0"),
+        # The coloured logo (the ANSI bold around the version; pasted with or without ESC).
+        ("INFO [utils.py:299] \x1b[94m▄█\x1b[0m \x1b[1m█     █     █ ▀▄▀ █\x1b[0m  version "
+         "\x1b[1m0.19.1\x1b[0m", "0.19.1"),
+        ("INFO [utils.py:299] ▄▄ ▄█ █     █     █ ▀▄▀ █[0m  version [1m0.26.0[0m", "0.26.0"),
+        # VLLM_DISABLE_LOG_LOGO or no formatter: the plain line.
+        ("(APIServer pid=5) INFO 01-01 00:00:00 [startup.py:30] vLLM server version 0.34.0, "
+         "serving model Qwen/Qwen3-8B", "0.34.0"),
+    ],
+)  # fmt: skip
+def test_the_release_from_the_server_logo(line, release):
+    """From vLLM 0.15 the API server logs its release in ``log_version_and_model``
+    (entrypoints/utils.py 0.15.0; serve/utils/api_utils.py 0.26.0 – 0.33.0; common/startup.py
+    0.34.0): a logo whose first line ends "▀▄▀ █  version X", or "vLLM server version X,
+    serving model M"; the older "vLLM API server version X" is gone."""
+    assert parse_vllm_log(line).release == release

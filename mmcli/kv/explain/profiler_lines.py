@@ -19,8 +19,10 @@ The wordings read, each release's own (the tests cite file and release):
   tokens, and profiled with K <modality> items of the maximum feature size." (V1, 0.10.0 –
   0.34.0), or "Skipping memory profiling for multimodal encoder and encoder cache.";
 * "Estimated CUDA graph memory: X GiB total", "Graph capturing finished in N secs, took X GiB",
-  and the extensible KV cache's "Memory after warmup: X GiB free, X GiB committed to the KV
-  cache, X GiB kept for transient activations";
+  "CUDA graph pool memory: A GiB (actual), E GiB (estimated), …" (0.20 – 0.34, once the graphs
+  are captured, where an estimate was taken off the KV memory), and the extensible KV cache's
+  "Memory after warmup: X GiB free, X GiB committed to the KV cache, X GiB kept for transient
+  activations";
 * V1's summary after the graphs are captured (v1/worker/gpu_worker.py, INFO in 0.10.2 and from
   0.26, DEBUG in between): "Free memory on device (F/T GiB) on startup. Desired GPU memory
   utilization is (U, R GiB). Actual usage is W GiB for weight, P GiB for peak activation, N GiB
@@ -60,6 +62,9 @@ _V0_RESULTS = "Memory profiling results:"
 _V0_ITEM = re.compile(rf"\b(\w{{1,40}})={FLOAT}(?:GiB)?\b")
 _GRAPH_ESTIMATE = re.compile(rf"Estimated CUDA graph memory: {FLOAT} ?GiB total")
 _GRAPH_TOOK = re.compile(rf"Graph capturing finished in {FLOAT} secs, took {FLOAT} ?GiB")
+_GRAPH_POOL = re.compile(
+    rf"CUDA graph pool memory: {FLOAT} ?GiB \(actual\), {FLOAT} ?GiB \(estimated\)"
+)
 _ENCODER = re.compile(
     r"Encoder cache will be initialized with a budget of (\d{1,12}) tokens, and profiled with "
     r"(\d{1,9}) (\w{1,20}) items"
@@ -112,6 +117,11 @@ class MemoryProfile:
     profiled_kv_gib: float | None = None
     cudagraph_estimate_gib: float | None = None
     graph_capture_gib: float | None = None
+    #: The real capture's pool ("CUDA graph pool memory: A GiB (actual)"): a V2 runner's
+    #: profiling capture logs "Graph capturing finished" before the real one.
+    graph_pool_gib: float | None = None
+    #: The line that gave the CUDA-graph estimate, where not "Estimated CUDA graph memory".
+    estimate_line: str | None = None
     graph_capture_seconds: float | None = None
     #: The summary's "P GiB for peak activation" as printed (from 0.27 it holds the CUDA-graph
     #: estimate too: :attr:`summary_peak_has_graphs`) and "G GiB for CUDAGraph memory".
@@ -254,6 +264,12 @@ def _parse_budget(line: str, profile: MemoryProfile) -> bool:
         return True
     if m := _GRAPH_ESTIMATE.search(line):
         _first(profile, "cudagraph_estimate_gib", m[1])
+        return True
+    if m := _GRAPH_POOL.search(line):
+        _first(profile, "graph_pool_gib", m[1])
+        if profile.cudagraph_estimate_gib is None:
+            profile.cudagraph_estimate_gib = float(m[2])
+            profile.estimate_line = "CUDA graph pool memory (estimated)"
         return True
     if m := _ENCODER.search(line):
         if profile.encoder_items is None:

@@ -37,6 +37,11 @@ MAX_LINE = 65_536
 _RELEASE = (
     re.compile(r"vLLM API server version (v?\d[\w.+-]*)"),
     re.compile(r"Initializing an? (?:V\d )?LLM engine \((v?\d[\w.+-]*)\)"),
+    # From 0.15 (log_version_and_model, entrypoints/utils.py; serve/utils/api_utils.py from
+    # 0.26, common/startup.py in 0.34): "vLLM server version X, serving model M", or the
+    # logo's "█ ▀▄▀ █  version X" (bold escapes around X where the log is coloured).
+    re.compile(r"vLLM server version (v?\d[\w.+-]*)"),
+    re.compile(r"▀▄▀ █(?:\x1b?\[\d{1,3}m)?\s{1,8}version\s{1,8}(?:\x1b?\[\d{1,3}m)?(v?\d[\w.+-]*)"),
 )
 _AVAILABLE = re.compile(rf"Available KV cache memory: {FLOAT} GiB")
 _TOKENS = re.compile(rf"GPU KV cache size: {_NUM} tokens")
