@@ -153,11 +153,11 @@ def compare_memory(
         encoder = _encoder(log, doc, rules, runner, (tokens, seqs, tp), geo, peak, side_file, notes)
     non_torch = _gib(c.non_torch(tp).bytes)
     buffers = None
-    if rules.runner_buffers_counted and geo is not None and tokens and seqs:
-        from mmcli.kv.whatif.encoder import encoder_sections
+    if geo is not None and tokens and seqs:
+        from mmcli.kv.whatif.budget import buffer_parts
 
-        multimodal = bool(doc and encoder_sections(doc))
-        buffers = _gib(c.runner_buffers(geo, tokens, seqs, runner, multimodal).bytes)
+        counted = buffer_parts(rules, doc or {}, geo, tokens, seqs, runner)
+        buffers = _gib(counted[0].bytes) if counted else None
     inputs["model_runner"] = (runner, "the release's default for the config")
     graphs = (
         _gib(

@@ -161,7 +161,6 @@ def _components(
 ) -> tuple[tuple[Component, ...], tuple[str, ...], int | None]:
     """The named figures held back (empty: the flat reserve), notes, and the transient peak."""
     from mmcli.kv.whatif import components as c
-    from mmcli.kv.whatif.encoder import encoder_sections
     from mmcli.kv.whatif.gpus import (
         default_max_num_batched_tokens,
         default_max_num_seqs,
@@ -219,12 +218,27 @@ def _components(
     if peak.inputs["sampler_bytes"] >= peak.inputs["forward_bytes"]:
         notes.append(sampler_note(path, seqs, geo.vocab))
     encoder = encoder_parts(profile, rules, runner, (tokens, seqs, tp), geo, peak.bytes, notes)
-    buffers: tuple[Component, ...] = ()
-    if rules.runner_buffers_counted:
-        multimodal = bool(encoder_sections(profile.doc))
-        buffers = (c.runner_buffers(geo, tokens, seqs, runner, multimodal),)
+    buffers = buffer_parts(rules, profile.doc, geo, tokens, seqs, runner)
     parts = (peak, *encoder, c.non_torch(tp), *buffers, graphs)
     return parts, tuple(notes), peak.bytes + sum(e.bytes for e in encoder)
+
+
+def buffer_parts(
+    rules: EngineRules,
+    doc: dict[str, Any],
+    geo: Geometry,
+    tokens: int,
+    seqs: int,
+    runner: str,
+) -> tuple[Component, ...]:
+    """The model runner's buffers, where the release counts them against the KV cache
+    (``runner_buffers_counted``); a multimodal config's V2 runner keeps an embeddings buffer."""
+    from mmcli.kv.whatif.components import runner_buffers
+    from mmcli.kv.whatif.encoder import encoder_sections
+
+    if not rules.runner_buffers_counted:
+        return ()
+    return (runner_buffers(geo, tokens, seqs, runner, bool(encoder_sections(doc))),)
 
 
 def encoder_parts(
